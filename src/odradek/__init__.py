@@ -1,0 +1,1 @@
+"""odradek: a Kafka-compatible distributed commit log."""

@@ -1,0 +1,1 @@
+"""pytest plugin: the embedded odradek broker fixture (filled in with the server)."""
