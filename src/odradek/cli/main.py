@@ -1,0 +1,23 @@
+"""The ``odradek`` command."""
+
+from __future__ import annotations
+
+import typer
+
+from odradek.cli import broker, configs, consume, produce, topics
+
+app = typer.Typer(
+    name="odradek",
+    help="odradek: a Kafka-compatible distributed commit log.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.command("broker")(broker.broker)
+app.add_typer(topics.app, name="topics")
+app.command("produce")(produce.produce)
+app.command("consume")(consume.consume)
+app.add_typer(configs.app, name="configs")
+
+
+if __name__ == "__main__":
+    app()

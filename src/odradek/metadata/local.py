@@ -1,0 +1,174 @@
+"""The embedded single-node metadata store: state in a JSON file in the data directory.
+
+The file is ``odradek-metadata.json`` in the first log directory, replaced atomically
+(write to a temporary file, fsync, rename, fsync the directory) on every change, so a crash
+leaves either the old or the new state and never a torn one. Every partition is led by this
+broker at leader epoch 0 with itself as the only replica and the whole ISR.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from pathlib import Path
+
+from odradek.metadata.model import BrokerInfo, PartitionState, TopicMetadata
+from odradek.metadata.store import (
+    BrokerConfigChanged,
+    MetadataStore,
+    PartitionsAdded,
+    TopicConfigChanged,
+    TopicCreated,
+    TopicDeleted,
+    TopicExistsError,
+    UnknownTopicError,
+)
+
+METADATA_FILE = "odradek-metadata.json"
+_FORMAT_VERSION = 1
+
+
+class LocalMetadataStore(MetadataStore):
+    def __init__(self, directory: Path, broker: BrokerInfo, cluster_id: str | None = None) -> None:
+        super().__init__()
+        self._path = directory / METADATA_FILE
+        self._broker = broker
+        self._topics: dict[str, TopicMetadata] = {}
+        self._by_id: dict[uuid.UUID, TopicMetadata] = {}
+        self._broker_configs: dict[str, str] = {}
+        directory.mkdir(parents=True, exist_ok=True)
+        if self._path.exists():
+            self._load()
+        else:
+            self._cluster_id = cluster_id or _new_cluster_id()
+            self._save()
+
+    # -- persistence -------------------------------------------------------------------
+
+    def _load(self) -> None:
+        state = json.loads(self._path.read_text())
+        self._cluster_id = state["cluster_id"]
+        self._broker_configs = dict(state.get("broker_configs", {}))
+        for entry in state["topics"]:
+            self._put(
+                TopicMetadata(
+                    name=entry["name"],
+                    topic_id=uuid.UUID(entry["topic_id"]),
+                    partitions=self._partition_states(entry["partitions"]),
+                    configs=dict(entry["configs"]),
+                )
+            )
+
+    def _save(self) -> None:
+        state = {
+            "version": _FORMAT_VERSION,
+            "cluster_id": self._cluster_id,
+            "broker_configs": self._broker_configs,
+            "topics": [
+                {
+                    "name": t.name,
+                    "topic_id": str(t.topic_id),
+                    "partitions": len(t.partitions),
+                    "configs": t.configs,
+                }
+                for t in self._topics.values()
+            ],
+        }
+        tmp = self._path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(state, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._path)
+        dir_fd = os.open(self._path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def _partition_states(self, count: int, start: int = 0) -> tuple[PartitionState, ...]:
+        me = self._broker.node_id
+        return tuple(PartitionState(p, me, 0, (me,), (me,)) for p in range(start, count))
+
+    def _put(self, topic: TopicMetadata) -> None:
+        self._topics[topic.name] = topic
+        self._by_id[topic.topic_id] = topic
+
+    def _require(self, name: str) -> TopicMetadata:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopicError(name)
+        return topic
+
+    # -- reads -------------------------------------------------------------------------
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def controller_id(self) -> int:
+        return self._broker.node_id
+
+    def brokers(self) -> tuple[BrokerInfo, ...]:
+        return (self._broker,)
+
+    def topics(self) -> dict[str, TopicMetadata]:
+        return self._topics
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        return self._by_id.get(topic_id)
+
+    def broker_configs(self) -> dict[str, str]:
+        return dict(self._broker_configs)
+
+    # -- changes -----------------------------------------------------------------------
+
+    async def create_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> TopicMetadata:
+        if name in self._topics:
+            raise TopicExistsError(name)
+        topic = TopicMetadata(name, uuid.uuid4(), self._partition_states(num_partitions), dict(configs))
+        self._put(topic)
+        self._save()
+        self._publish(TopicCreated(topic))
+        return topic
+
+    async def delete_topic(self, name: str) -> TopicMetadata:
+        topic = self._require(name)
+        del self._topics[name]
+        del self._by_id[topic.topic_id]
+        self._save()
+        self._publish(TopicDeleted(topic))
+        return topic
+
+    async def create_partitions(self, name: str, total_count: int) -> TopicMetadata:
+        topic = self._require(name)
+        previous = len(topic.partitions)
+        added = self._partition_states(total_count, start=previous)
+        updated = TopicMetadata(topic.name, topic.topic_id, topic.partitions + added, topic.configs)
+        self._put(updated)
+        self._save()
+        self._publish(PartitionsAdded(updated, previous))
+        return updated
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicMetadata:
+        topic = self._require(name)
+        updated = TopicMetadata(topic.name, topic.topic_id, topic.partitions, dict(configs))
+        self._put(updated)
+        self._save()
+        self._publish(TopicConfigChanged(updated))
+        return updated
+
+    async def set_broker_configs(self, configs: dict[str, str]) -> None:
+        self._broker_configs = dict(configs)
+        self._save()
+        self._publish(BrokerConfigChanged(dict(configs)))
+
+
+def _new_cluster_id() -> str:
+    """A cluster id the way Kafka makes one: a random UUID, base64url without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()

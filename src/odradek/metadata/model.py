@@ -1,0 +1,77 @@
+"""The cluster model: brokers, topics and partition state, as the metadata store holds them.
+
+These are values. A change is a new value published by the :class:`MetadataStore`, never an
+edit in place, so a handler holding a ``TopicMetadata`` reads a consistent snapshot.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+
+# Kafka's rule (org.apache.kafka.common.internals.Topic): ASCII letters, digits, '.', '_'
+# and '-', at most 249 characters so that "<topic>-<partition>" and the "-delete" suffix
+# of a directory being removed stay within a 255-byte file name.
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class InvalidTopicError(ValueError):
+    """A topic name Kafka would refuse (INVALID_TOPIC_EXCEPTION)."""
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters"
+        )
+    if not _LEGAL_TOPIC_NAME.fullmatch(name):
+        raise InvalidTopicError(
+            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """Leader, leader epoch and replica sets of one partition (seeds: leaders, followers, ISR).
+
+    On a single node the broker is leader of everything at epoch 0; the ZooKeeper backend
+    will publish the controller's decisions through the same value.
+    """
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionState, ...]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0

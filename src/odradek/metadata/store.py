@@ -1,0 +1,117 @@
+"""``MetadataStore``: the one interface to cluster metadata, and its events.
+
+Two backends implement it: :class:`~odradek.metadata.local.LocalMetadataStore` (a single
+node; state in the data directory) and, for a cluster, a ZooKeeper backend. Reads are
+synchronous and served from memory (the ZooKeeper backend keeps its cache fresh with
+watches); changes are coroutines because in a cluster they are writes to ZooKeeper that the
+controller acts on. Whoever needs to react to a change (the broker creating or deleting
+logs) subscribes to the events below, which both backends publish the same way.
+"""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from odradek.metadata.model import BrokerInfo, TopicMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class TopicCreated:
+    topic: TopicMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeleted:
+    topic: TopicMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionsAdded:
+    topic: TopicMetadata
+    previous_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigChanged:
+    topic: TopicMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfigChanged:
+    configs: dict[str, str]
+
+
+MetadataEvent = TopicCreated | TopicDeleted | PartitionsAdded | TopicConfigChanged | BrokerConfigChanged
+
+
+class TopicExistsError(Exception):
+    """TOPIC_ALREADY_EXISTS"""
+
+
+class UnknownTopicError(Exception):
+    """UNKNOWN_TOPIC_OR_PARTITION"""
+
+
+class MetadataStore(abc.ABC):
+    """Cluster metadata. Not thread-safe: used from the broker's event loop only."""
+
+    def __init__(self) -> None:
+        self._subscribers: list[Callable[[MetadataEvent], None]] = []
+
+    def subscribe(self, callback: Callable[[MetadataEvent], None]) -> None:
+        self._subscribers.append(callback)
+
+    def _publish(self, event: MetadataEvent) -> None:
+        for callback in self._subscribers:
+            callback(event)
+
+    # -- reads, from memory ------------------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def cluster_id(self) -> str: ...
+
+    @property
+    @abc.abstractmethod
+    def controller_id(self) -> int: ...
+
+    @abc.abstractmethod
+    def brokers(self) -> tuple[BrokerInfo, ...]: ...
+
+    @abc.abstractmethod
+    def topics(self) -> dict[str, TopicMetadata]: ...
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self.topics().get(name)
+
+    @abc.abstractmethod
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None: ...
+
+    @abc.abstractmethod
+    def broker_configs(self) -> dict[str, str]:
+        """Dynamic broker config overrides (AlterConfigs on the broker resource)."""
+
+    # -- changes -----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def create_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> TopicMetadata: ...
+
+    @abc.abstractmethod
+    async def delete_topic(self, name: str) -> TopicMetadata: ...
+
+    @abc.abstractmethod
+    async def create_partitions(self, name: str, total_count: int) -> TopicMetadata: ...
+
+    @abc.abstractmethod
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicMetadata: ...
+
+    @abc.abstractmethod
+    async def set_broker_configs(self, configs: dict[str, str]) -> None: ...
+
+    def close(self) -> None:
+        """Releases what the backend holds (a ZooKeeper session)."""

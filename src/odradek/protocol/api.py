@@ -1,0 +1,74 @@
+"""The API table: which Kafka APIs odradek serves, in which versions, with kio's classes.
+
+A version range here is a promise made to every client through ApiVersions, so an entry is
+added only together with its handler in ``odradek.server.handlers``. Ranges start where
+Apache Kafka 4.x starts (it removed the pre-KIP-896 versions) or lower where a tool in use
+still sends an old version, and stop at the newest version whose semantics are implemented.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from functools import cache
+
+from kio.index import load_request_schema, load_response_schema
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_TOPIC_PARTITIONS = 75
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    min_version: int
+    max_version: int
+
+    def __contains__(self, version: object) -> bool:
+        return isinstance(version, int) and self.min_version <= version <= self.max_version
+
+
+# api key -> versions served. Grows with the handlers; see the module docstring.
+SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
+    ApiKey.PRODUCE: VersionRange(3, 9),
+    ApiKey.FETCH: VersionRange(4, 12),
+    ApiKey.LIST_OFFSETS: VersionRange(1, 7),
+    ApiKey.METADATA: VersionRange(0, 12),
+    ApiKey.API_VERSIONS: VersionRange(0, 3),
+}
+
+
+@cache
+def request_class(api_key: int, version: int) -> type:
+    return load_request_schema(api_key, version)
+
+
+@cache
+def response_class(api_key: int, version: int) -> type:
+    return load_response_schema(api_key, version)

@@ -1,0 +1,120 @@
+"""Building version-specific kio messages from one version-independent description.
+
+kio generates one frozen dataclass per API, version and nesting level from Kafka's JSON
+message specs. Handlers should not care that Fetch v4 lacks ``log_start_offset`` or that
+Metadata v10 added ``topic_id``: they describe a response once, as keyword arguments with
+nested dicts and lists, and :func:`build` turns that into the class of the version the
+client asked for.
+
+Rules of the conversion:
+
+* a field the target version does not have is dropped (it was added in a later version or
+  removed in a newer one);
+* a field the target version has but the description omits takes the field's default;
+  omitting a required field is a programming error (``TypeError``);
+* plain Python values are coerced to kio's wire types: ``int`` -> ``ErrorCode`` for
+  ``error_code`` fields, milliseconds -> ``timedelta`` for ``timedelta_*`` fields, epoch
+  milliseconds -> aware ``datetime`` (``-1`` -> ``None`` where nullable) for ``datetime_i64``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import types
+import typing
+from functools import cache
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _FieldPlan:
+    """How to turn a described value into what one dataclass field holds."""
+
+    name: str
+    nested: type | None  # the entity class for nested fields, else None
+    is_sequence: bool
+    kafka_type: str | None
+    nullable: bool
+
+
+def _unwrap(annotation: Any) -> tuple[Any, bool]:
+    """Strips ``X | None`` and returns (X, nullable)."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0], True
+    return annotation, False
+
+
+@cache
+def _plan(cls: type) -> tuple[_FieldPlan, ...]:
+    plans = []
+    for f in dataclasses.fields(cls):
+        annotation, nullable = _unwrap(f.type)
+        is_sequence = typing.get_origin(annotation) is tuple
+        inner = typing.get_args(annotation)[0] if is_sequence else annotation
+        nested = inner if dataclasses.is_dataclass(inner) else None
+        plans.append(
+            _FieldPlan(f.name, nested, is_sequence, f.metadata.get("kafka_type"), nullable)
+        )
+    return tuple(plans)
+
+
+def _coerce(plan: _FieldPlan, value: Any) -> Any:
+    if value is None:
+        return None
+    if plan.nested is not None:
+        if plan.is_sequence:
+            return tuple(_build_one(plan.nested, v) for v in value)
+        return _build_one(plan.nested, value)
+    kafka_type = plan.kafka_type
+    if kafka_type is None:
+        return tuple(value) if plan.is_sequence else value
+    if kafka_type == "error_code":
+        return value if isinstance(value, ErrorCode) else ErrorCode(value)
+    if kafka_type.startswith("timedelta") and isinstance(value, int):
+        return datetime.timedelta(milliseconds=value)
+    if kafka_type == "datetime_i64" and isinstance(value, int):
+        if value < 0 and plan.nullable:
+            return None
+        return _EPOCH + datetime.timedelta(milliseconds=value)
+    if plan.is_sequence:
+        return tuple(value)
+    return value
+
+
+def _build_one(cls: type, value: Any) -> Any:
+    if isinstance(value, cls):
+        return value
+    if not isinstance(value, dict):
+        raise TypeError(f"{cls.__qualname__} needs a dict, got {type(value).__name__}")
+    return build(cls, **value)
+
+
+def build(cls: type, **description: Any) -> Any:
+    """Instantiates ``cls`` (a kio entity) from a version-independent description."""
+    kwargs = {}
+    for plan in _plan(cls):
+        if plan.name in description:
+            kwargs[plan.name] = _coerce(plan, description[plan.name])
+    return cls(**kwargs)
+
+
+def has_field(cls: type, name: str) -> bool:
+    """True when this version of the message carries the field ``name``."""
+    return any(p.name == name for p in _plan(cls))
+
+
+def millis(value: datetime.timedelta | datetime.datetime | int | None) -> int:
+    """The inverse coercion: kio's time types as Kafka's milliseconds (``None`` -> -1)."""
+    if value is None:
+        return -1
+    if isinstance(value, datetime.timedelta):
+        return round(value.total_seconds() * 1000)
+    if isinstance(value, datetime.datetime):
+        return round(value.timestamp() * 1000)
+    return int(value)

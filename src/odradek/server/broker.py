@@ -1,0 +1,167 @@
+"""``Broker``: the composition root of one broker process.
+
+It wires the layers together — the logs (``LogManager``), the metadata store, the replica
+manager and the listener — and turns metadata events into partition changes: a created
+topic gets its logs, a deleted one loses them, a changed config reaches every partition.
+
+Lifecycle: ``await start()`` binds the listener and opens the logs; ``await stop()`` stops
+accepting, answers the requests already received, then flushes and closes every log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from odradek.log import LogManager
+from odradek.metadata.local import LocalMetadataStore
+from odradek.metadata.model import BrokerInfo, TopicMetadata
+from odradek.metadata.store import (
+    BrokerConfigChanged,
+    MetadataEvent,
+    MetadataStore,
+    PartitionsAdded,
+    TopicConfigChanged,
+    TopicCreated,
+    TopicDeleted,
+)
+from odradek.replication.partition import TopicPartition
+from odradek.replication.replica_manager import ReplicaManager
+from odradek.server.config import BrokerConfig, effective_topic_config, to_log_config
+from odradek.server.connection import Connection
+from odradek.server.dispatcher import Dispatcher
+
+log = logging.getLogger(__name__)
+
+# How long a clean shutdown waits for in-flight requests (long polls end at their max_wait,
+# which clients keep to a few hundred milliseconds) before closing connections anyway.
+SHUTDOWN_DRAIN_SECONDS = 5.0
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, *, clock: Callable[[], int] = wall_clock_ms) -> None:
+        self.config = config
+        self.clock = clock
+        self.node_id: int = config.node_id
+        self.log_manager = LogManager(config.log_dirs, clock=clock)
+        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, clock)
+        self.metadata: MetadataStore | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[Connection] = set()
+        self.host: str = ""
+        self.port: int = 0
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        listener = self.config.listeners[0]
+        dispatcher = Dispatcher(self)
+        max_request_bytes = self.config.get("socket.request.max.bytes")
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: self._track(Connection(dispatcher, max_request_bytes, self._connections.discard)),
+            host=listener.host or None,
+            port=listener.port,
+            reuse_address=True,
+            start_serving=False,
+        )
+        self.host, self.port = self._server.sockets[0].getsockname()[:2]
+        advertised = self.config.advertised_listeners[0]
+        me = BrokerInfo(
+            self.node_id,
+            advertised.host or self.host,
+            advertised.port or self.port,
+        )
+        self.metadata = LocalMetadataStore(
+            self.config.log_dirs[0], me, self.config.get("cluster.id")
+        )
+        self.config.set_dynamic(self.metadata.broker_configs())
+        self.log_manager.load_all(lambda topic: to_log_config(self.topic_config(topic)))
+        for topic in self.metadata.topics().values():
+            self._host_partitions(topic, topic.partitions)
+        self.metadata.subscribe(self._on_metadata_event)
+        await self._server.start_serving()
+        log.info("odradek broker %d listening on %s:%d (cluster %s)",
+                 self.node_id, self.host, self.port, self.metadata.cluster_id)
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        connections = list(self._connections)
+        if connections:
+            await asyncio.wait(
+                [asyncio.ensure_future(c.drain()) for c in connections],
+                timeout=SHUTDOWN_DRAIN_SECONDS,
+            )
+        for connection in connections:
+            connection.close()
+        await self._server.wait_closed()
+        self.log_manager.flush_all()
+        self.log_manager.close_all()
+        if self.metadata is not None:
+            self.metadata.close()
+        self._server = None
+        log.info("odradek broker %d stopped", self.node_id)
+
+    def _track(self, connection: Connection) -> Connection:
+        self._connections.add(connection)
+        return connection
+
+    # -- topics ------------------------------------------------------------------------
+
+    def topic_config(self, topic: str) -> dict[str, Any]:
+        """The effective, parsed topic-level configs: overrides, then broker, then defaults."""
+        metadata = self.metadata.topic(topic) if self.metadata else None
+        return effective_topic_config(metadata.configs if metadata else {}, self.config)
+
+    async def create_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> TopicMetadata:
+        return await self.metadata.create_topic(name, num_partitions, replication_factor, configs)
+
+    def _host_partitions(self, topic: TopicMetadata, partitions) -> None:
+        topic_config = self.topic_config(topic.name)
+        log_config = to_log_config(topic_config)
+        for state in partitions:
+            if state.leader == self.node_id:
+                self.replica_manager.make_leader(
+                    TopicPartition(topic.name, state.partition),
+                    leader_epoch=state.leader_epoch,
+                    isr=state.isr,
+                    log_config=log_config,
+                    topic_config=topic_config,
+                )
+
+    def _refresh_configs(self, topic: TopicMetadata) -> None:
+        topic_config = self.topic_config(topic.name)
+        log_config = to_log_config(topic_config)
+        for state in topic.partitions:
+            self.replica_manager.update_config(
+                TopicPartition(topic.name, state.partition), log_config, topic_config
+            )
+
+    def _on_metadata_event(self, event: MetadataEvent) -> None:
+        match event:
+            case TopicCreated(topic):
+                self._host_partitions(topic, topic.partitions)
+            case PartitionsAdded(topic, previous_count):
+                self._host_partitions(topic, topic.partitions[previous_count:])
+            case TopicDeleted(topic):
+                for state in topic.partitions:
+                    self.replica_manager.remove_partition(
+                        TopicPartition(topic.name, state.partition), delete=True
+                    )
+            case TopicConfigChanged(topic):
+                self._refresh_configs(topic)
+            case BrokerConfigChanged(configs):
+                self.config.set_dynamic(configs)
+                for topic in self.metadata.topics().values():
+                    self._refresh_configs(topic)

@@ -1,0 +1,152 @@
+"""One client connection: frames in, responses out, in request order.
+
+Kafka clients pipeline requests and match responses by correlation id, but they also expect
+responses in the order of their requests on a connection, so a slow request (a long-poll
+fetch) holds back the answers queued behind it. Each request takes a slot in ``_pending``;
+a slot is written to the socket once it and every slot before it are done.
+
+Backpressure: reading pauses while more than ``MAX_IN_FLIGHT_REQUESTS`` are pending or
+while the transport's write buffer is over its high-water mark, so a client that sends
+faster than it reads cannot grow the broker's memory without bound.
+
+A framing error (oversized frame, unparseable header, unknown API) closes this connection
+only, with a log line saying why; every other connection keeps being served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+from odradek.protocol.framing import FrameDecoder, FramingError
+
+log = logging.getLogger(__name__)
+
+# Enough to keep a pipelining producer busy (librdkafka sends up to 1,000,000 in flight by
+# default but 5 per connection with idempotence); beyond it the socket stops being read.
+MAX_IN_FLIGHT_REQUESTS = 64
+
+# What a dispatcher returns for a request: the encoded response, None when no response is
+# due (acks=0 produce), or an awaitable of either.
+Outcome = bytes | None | Awaitable[bytes | None]
+Dispatcher = Callable[[bytes, "Connection"], Outcome]
+
+
+class Connection(asyncio.Protocol):
+    def __init__(
+        self,
+        dispatch: Dispatcher,
+        max_request_bytes: int,
+        on_close: Callable[[Connection], None],
+    ) -> None:
+        self._dispatch = dispatch
+        self._decoder = FrameDecoder(max_request_bytes)
+        self._on_close = on_close
+        self._pending: deque[asyncio.Future[bytes | None]] = deque()
+        self._transport: asyncio.Transport | None = None
+        self._reading_paused = False
+        self._writing_paused = False
+        self.peer: tuple[str, int] | None = None
+        self.closed = asyncio.get_running_loop().create_future()
+
+    # -- asyncio.Protocol --------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._transport = transport
+        self.peer = transport.get_extra_info("peername")
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except FramingError as exc:
+            self.abort(str(exc))
+            return
+        for frame in frames:
+            if self._transport is None or self._transport.is_closing():
+                return
+            self._submit(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        for slot in self._pending:
+            slot.cancel()
+        self._pending.clear()
+        if not self.closed.done():
+            self.closed.set_result(None)
+        self._on_close(self)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    # -- requests ----------------------------------------------------------------------
+
+    def _submit(self, frame: bytes) -> None:
+        try:
+            outcome = self._dispatch(frame, self)
+        except FramingError as exc:
+            self.abort(str(exc))
+            return
+        if not isinstance(outcome, (bytes, type(None))):
+            slot = asyncio.ensure_future(outcome)
+            slot.add_done_callback(self._slot_done)
+            self._pending.append(slot)
+            self._update_reading()
+            return
+        if not self._pending:
+            if outcome is not None:
+                self._transport.write(outcome)
+            return
+        slot = asyncio.get_running_loop().create_future()
+        slot.set_result(outcome)
+        self._pending.append(slot)
+
+    def _slot_done(self, _: asyncio.Future[bytes | None]) -> None:
+        transport = self._transport
+        pending = self._pending
+        while pending and pending[0].done():
+            slot = pending.popleft()
+            if slot.cancelled() or transport is None:
+                continue
+            exc = slot.exception()
+            if exc is not None:
+                self.abort(f"request failed: {exc!r}", exc)
+                return
+            response = slot.result()
+            if response is not None:
+                transport.write(response)
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        transport = self._transport
+        if transport is None:
+            return
+        should_pause = self._writing_paused or len(self._pending) > MAX_IN_FLIGHT_REQUESTS
+        if should_pause and not self._reading_paused:
+            transport.pause_reading()
+            self._reading_paused = True
+        elif not should_pause and self._reading_paused:
+            transport.resume_reading()
+            self._reading_paused = False
+
+    def abort(self, reason: str, exc: BaseException | None = None) -> None:
+        """Closes this connection because of what the client sent, saying why in the log."""
+        log.warning("closing connection from %s: %s", self.peer, reason, exc_info=exc)
+        if self._transport is not None:
+            self._transport.abort()
+
+    def close(self) -> None:
+        """Closes after writing what is already queued (shutdown)."""
+        if self._transport is not None:
+            self._transport.close()
+
+    async def drain(self) -> None:
+        """Waits until every pending request has been answered."""
+        while self._pending:
+            await asyncio.wait(list(self._pending))

@@ -1,0 +1,60 @@
+"""ListOffsets (key 2): earliest, latest, max-timestamp and by-timestamp offsets."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from odradek.protocol.api import ApiKey
+from odradek.replication.partition import Partition, TopicPartition
+from odradek.server.handlers import RequestContext, handles
+
+# Special timestamps of ListOffsets (KIP-79, KIP-734).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+UNKNOWN = -1
+
+
+@handles(ApiKey.LIST_OFFSETS)
+def handle_list_offsets(ctx: RequestContext, request) -> object:
+    replica_manager = ctx.broker.replica_manager
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            partition = replica_manager.get_partition(TopicPartition(topic.name, wanted.partition_index))
+            if partition is None:
+                partitions.append(_answer(wanted.partition_index, ErrorCode.unknown_topic_or_partition))
+                continue
+            error = partition.check_leader_epoch(getattr(wanted, "current_leader_epoch", -1))
+            if error is not ErrorCode.none:
+                partitions.append(_answer(wanted.partition_index, error))
+                continue
+            offset, timestamp = _lookup(partition, wanted.timestamp)
+            partitions.append(_answer(wanted.partition_index, ErrorCode.none, offset, timestamp,
+                                      partition.leader_epoch if offset >= 0 else -1))
+        topics.append({"name": topic.name, "partitions": partitions})
+    return ctx.respond(throttle_time=0, topics=topics)
+
+
+def _lookup(partition: Partition, timestamp: int) -> tuple[int, int]:
+    if timestamp == LATEST_TIMESTAMP:
+        return partition.high_watermark, UNKNOWN
+    if timestamp == EARLIEST_TIMESTAMP:
+        return partition.log_start_offset, UNKNOWN
+    if timestamp == MAX_TIMESTAMP:
+        found = partition.log.max_timestamp_and_offset()
+    else:
+        found = partition.log.offset_for_timestamp(timestamp)
+    if found is None:
+        return UNKNOWN, UNKNOWN
+    offset, found_timestamp = found
+    if offset >= partition.high_watermark:
+        return UNKNOWN, UNKNOWN
+    return offset, found_timestamp
+
+
+def _answer(index: int, error: ErrorCode, offset: int = UNKNOWN, timestamp: int = UNKNOWN,
+            leader_epoch: int = -1) -> dict:
+    return {"partition_index": index, "error_code": error, "timestamp": timestamp,
+            "offset": offset, "old_style_offsets": (), "leader_epoch": leader_epoch}

@@ -1,0 +1,36 @@
+"""One response description builds every version's kio class."""
+
+import datetime
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from odradek.protocol.api import ApiKey, response_class
+from odradek.protocol.messages import build, has_field, millis
+
+PARTITION = {"index": 0, "error_code": 0, "base_offset": 5, "log_append_time": -1,
+             "log_start_offset": 0, "record_errors": (), "error_message": None}
+
+
+@pytest.mark.parametrize("version", range(3, 10))
+def test_a_produce_response_builds_in_every_version(version):
+    response = build(response_class(ApiKey.PRODUCE, version), throttle_time=0,
+                     responses=[{"name": "t", "partition_responses": [PARTITION]}])
+    partition = response.responses[0].partition_responses[0]
+    assert partition.base_offset == 5
+    assert partition.error_code is ErrorCode.none
+    assert has_field(type(partition), "log_start_offset") == (version >= 5)
+
+
+def test_time_fields_are_coerced_from_milliseconds():
+    cls = response_class(ApiKey.PRODUCE, 9)
+    response = build(cls, throttle_time=250, responses=[
+        {"name": "t", "partition_responses": [dict(PARTITION, log_append_time=1_700_000_000_123)]}])
+    assert response.throttle_time == datetime.timedelta(milliseconds=250)
+    stamped = response.responses[0].partition_responses[0].log_append_time
+    assert millis(stamped) == 1_700_000_000_123
+
+
+def test_a_missing_required_field_is_a_programming_error():
+    with pytest.raises(TypeError):
+        build(response_class(ApiKey.PRODUCE, 9), throttle_time=0)
