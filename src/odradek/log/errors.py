@@ -1,0 +1,40 @@
+"""Typed errors of the log, each naming the Kafka error code the broker answers with
+(the convention of :class:`odradek.protocol.records.RecordsError`).
+
+Records that are not whole v2 batches raise the protocol layer's ``CorruptRecordError``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from kio.schema.errors import ErrorCode
+
+
+class LogError(Exception):
+    error_code: ClassVar[ErrorCode]
+
+
+class OffsetOutOfRangeError(LogError):
+    """An offset below ``log_start_offset`` or above ``log_end_offset`` (or, for
+    DeleteRecords, above the high watermark)."""
+
+    error_code = ErrorCode.offset_out_of_range
+
+    def __init__(self, offset: int, lower: int, upper: int) -> None:
+        super().__init__(f"offset {offset} is outside [{lower}, {upper}]")
+        self.offset = offset
+
+
+class RecordBatchTooLargeError(LogError):
+    """Records larger than ``segment.bytes``: they could never fit in a segment (Kafka's
+    ``RecordBatchTooLargeException``, sent as RECORD_LIST_TOO_LARGE)."""
+
+    error_code = ErrorCode.record_list_too_large
+
+
+class LogDirConflictError(LogError):
+    """The same partition found in two log dirs: Kafka refuses to start rather than pick one
+    ("Duplicate log directories found")."""
+
+    error_code = ErrorCode.kafka_storage_error

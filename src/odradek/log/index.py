@@ -1,0 +1,234 @@
+"""The sparse indexes of a segment: ``OffsetIndex`` (offset -> file position) and
+``TimeIndex`` (timestamp -> offset), Kafka's ``.index`` and ``.timeindex`` files.
+
+Indexes never parse records: the segment tells them what to add. Both hold their entries in
+memory (two parallel ``array`` columns, searched with ``bisect``) and append each new entry
+to their file, so a lookup never touches the disk and an append is one small ``write``.
+Unlike Kafka we do not preallocate and mmap the files: the file holds exactly the entries.
+
+Offsets are stored relative to the segment's base offset to fit in 4 bytes: if the base
+offset was 50, offset 55 is stored as 5.
+
+These classes are not thread-safe: the broker's event loop owns them.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+from array import array
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.protocol.records import NO_TIMESTAMP
+
+# .index entry, 8 bytes, big-endian:
+#   relative_offset int32  the last offset of an indexed batch minus the segment base offset
+#   position        int32  byte position of that batch in the .log file
+# Example (base offset 50): a batch holding offsets 53..55 written at byte 4200 is stored as
+# (5, 4200) = 00 00 00 05 00 00 10 68.
+OFFSET_ENTRY = struct.Struct(">ii")
+
+# .timeindex entry, 12 bytes, big-endian:
+#   timestamp       int64  the largest batch max timestamp seen in the segment so far
+#   relative_offset int32  the last offset of the batch that first reached that timestamp,
+#                          minus the segment base offset
+# Example (base offset 50): max timestamp 1700000000000 first reached by the batch ending at
+# offset 55 is stored as (1700000000000, 5).
+TIME_ENTRY = struct.Struct(">qi")
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetPosition:
+    """An offset and the file position of the batch that holds it (or of an earlier batch)."""
+
+    offset: int
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampOffset:
+    """A timestamp and the offset at or after which it is first reached."""
+
+    timestamp: int
+    offset: int
+
+
+class CorruptIndexError(Exception):
+    """An index file that cannot belong to its log file; the segment rebuilds it."""
+
+
+class _IndexFile:
+    """What both indexes share: the append-only file and the entry limit."""
+
+    entry: struct.Struct
+    _relative_offsets: array
+    _columns: tuple[array, ...]
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max_index_size // self.entry.size
+        data = path.read_bytes() if path.exists() else b""
+        if len(data) % self.entry.size:
+            raise CorruptIndexError(
+                f"{path}: {len(data)} bytes is not a multiple of {self.entry.size}"
+            )
+        self._load(data)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def _load(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self._relative_offsets)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self) >= self.max_entries
+
+    def _write(self, *fields: int) -> None:
+        os.write(self._fd, self.entry.pack(*fields))
+
+    def _truncate_entries(self, keep: int) -> None:
+        for column in self._columns:
+            del column[keep:]
+        os.ftruncate(self._fd, keep * self.entry.size)
+
+    def truncate_to(self, offset: int) -> None:
+        """Removes every entry whose offset is at or beyond ``offset``."""
+        self._truncate_entries(bisect_left(self._relative_offsets, offset - self.base_offset))
+
+    def clear(self) -> None:
+        self._truncate_entries(0)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class OffsetIndex(_IndexFile):
+    """Sparse map from offset to the position of a batch in the ``.log`` file.
+
+    One entry per ``index.interval.bytes`` of log: the entry names a batch's *last* offset
+    and its start position, as Kafka's ``LogSegment.append`` does.
+    """
+
+    entry = OFFSET_ENTRY
+
+    def _load(self, data: bytes) -> None:
+        flat = array("i", data)
+        if sys.byteorder == "little":
+            flat.byteswap()
+        self._relative_offsets = flat[0::2]
+        self._positions = flat[1::2]
+        self._columns = (self._relative_offsets, self._positions)
+
+    def append(self, offset: int, position: int) -> None:
+        relative = offset - self.base_offset
+        self._relative_offsets.append(relative)
+        self._positions.append(position)
+        self._write(relative, position)
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The last entry at or before ``target_offset``; the segment start if none.
+
+        The batch holding ``target_offset`` starts at the returned position or after it.
+        """
+        i = bisect_right(self._relative_offsets, target_offset - self.base_offset) - 1
+        if i < 0:
+            return OffsetPosition(self.base_offset, 0)
+        return OffsetPosition(self.base_offset + self._relative_offsets[i], self._positions[i])
+
+    def last_batch_start_within(self, start: int, end: int, max_offset: int) -> int:
+        """The largest indexed batch position in ``[start, end]`` whose batch ends before
+        ``max_offset``; ``start`` if there is none.
+
+        Every byte from ``start`` up to that position is whole batches below ``max_offset``,
+        so a read can skip walking their headers.
+        """
+        i = min(
+            bisect_right(self._positions, end),
+            bisect_left(self._relative_offsets, max_offset - self.base_offset),
+        )
+        if i == 0 or self._positions[i - 1] <= start:
+            return start
+        return self._positions[i - 1]
+
+    @property
+    def last_entry(self) -> OffsetPosition | None:
+        if not self._positions:
+            return None
+        return OffsetPosition(self.base_offset + self._relative_offsets[-1], self._positions[-1])
+
+    def sanity_check(self, log_size: int, next_segment_base: int | None) -> None:
+        """Kafka's cheap check on load: the last entry must point inside the log file and
+        name an offset of this segment."""
+        last = self.last_entry
+        if last is not None and not (
+            self.base_offset <= last.offset
+            and (next_segment_base is None or last.offset < next_segment_base)
+            and 0 <= last.position < log_size
+        ):
+            raise CorruptIndexError(f"{self.path}: last entry {last} outside the segment")
+
+
+class TimeIndex(_IndexFile):
+    """Sparse map from timestamp to offset: an entry each time the segment's max timestamp
+    grows, at the offset index's cadence, so timestamps and offsets both increase.
+    """
+
+    entry = TIME_ENTRY
+
+    def _load(self, data: bytes) -> None:
+        self._timestamps = array("q")
+        self._relative_offsets = array("i")
+        for timestamp, relative in TIME_ENTRY.iter_unpack(data):
+            self._timestamps.append(timestamp)
+            self._relative_offsets.append(relative)
+        self._columns = (self._timestamps, self._relative_offsets)
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Adds an entry only if ``timestamp`` is beyond the last one, or beyond
+        NO_TIMESTAMP for the first (Kafka's rule: batches without timestamps add nothing)."""
+        if timestamp <= (self._timestamps[-1] if self._timestamps else NO_TIMESTAMP):
+            return
+        relative = offset - self.base_offset
+        self._timestamps.append(timestamp)
+        self._relative_offsets.append(relative)
+        self._write(timestamp, relative)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The last entry with a timestamp at or before ``target_timestamp``; the segment
+        start if none. No record before the returned offset has a timestamp above it.
+        """
+        i = bisect_right(self._timestamps, target_timestamp) - 1
+        if i < 0:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        return TimestampOffset(self._timestamps[i], self.base_offset + self._relative_offsets[i])
+
+    @property
+    def last_entry(self) -> TimestampOffset | None:
+        if not self._timestamps:
+            return None
+        return TimestampOffset(self._timestamps[-1], self.base_offset + self._relative_offsets[-1])
+
+    def sanity_check(self, next_segment_base: int | None) -> None:
+        """The last entry must name an offset of this segment."""
+        last = self.last_entry
+        if last is None:
+            return
+        if last.offset < self.base_offset or (
+            next_segment_base is not None and last.offset >= next_segment_base
+        ):
+            raise CorruptIndexError(f"{self.path}: last entry {last} outside the segment")

@@ -1,0 +1,421 @@
+"""``LogSegment``: one ``.log`` file of record batches and its two sparse indexes.
+
+Files of a segment, named by its base offset in 20 digits (Kafka's layout)::
+
+    00000000000000000050.log        v2 record batches exactly as stored by the leader
+    00000000000000000050.index      offset -> position, see odradek.log.index
+    00000000000000000050.timeindex  timestamp -> offset, see odradek.log.index
+
+The segment owns its files and its batch bookkeeping (next offset, max timestamp, where the
+last batch starts) and adds an index entry whenever more than ``index_interval_bytes`` were
+appended since the last one. Rolling, ordering and recovery policy are the log's.
+
+Reads use ``os.pread`` on a descriptor kept open for the segment's lifetime. Batch headers
+are read in blocks of ``HEADER_SCAN_BLOCK`` bytes, so walking small batches costs one
+system call per block, not one per batch.
+
+This class is not thread-safe: the broker's event loop owns it. I/O is plain blocking file
+I/O into the page cache; nothing here fsyncs except :meth:`LogSegment.flush`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple, TypeVar
+
+from odradek.protocol.records import (
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    CorruptRecordError,
+    RecordBatch,
+    TimestampType,
+    iter_valid_batches,
+)
+
+from odradek.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+
+logger = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+
+# Headers are read this many bytes at a time: enough for ~80 small batches in one pread,
+# while a scan over large batches wastes at most this much per batch.
+HEADER_SCAN_BLOCK = 8192
+
+# Recovery validates the CRC of every batch, so it reads whole batches, this much at a time.
+RECOVERY_CHUNK = 4 * 1024 * 1024
+
+# Index entries store offsets relative to the base offset in an int32.
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
+    """``<directory>/00000000000000000050.log`` for base offset 50."""
+    return directory / f"{base_offset:020d}{suffix}"
+
+
+_Index = TypeVar("_Index", OffsetIndex, TimeIndex)
+
+
+def _open_index(
+    index_type: type[_Index], path: Path, base_offset: int, max_index_size: int
+) -> tuple[_Index, bool]:
+    """The index at ``path`` and whether its entries were lost (missing or corrupt file)."""
+    lost = not path.exists()
+    try:
+        return index_type(path, base_offset, max_index_size), lost
+    except CorruptIndexError as e:
+        logger.warning("%s; starting it afresh", e)
+        path.unlink()
+        return index_type(path, base_offset, max_index_size), True
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """ListOffsets' answer: a record's offset and timestamp."""
+
+    offset: int
+    timestamp: int
+
+
+class _BatchLocation(NamedTuple):
+    position: int
+    last_offset: int
+    size: int
+
+
+class LogSegment:
+    """One segment. Build it with :meth:`create` (new, empty) or :meth:`open` (existing)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = segment_path(directory, base_offset, LOG_SUFFIX)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        index_path = segment_path(directory, base_offset, INDEX_SUFFIX)
+        time_index_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX)
+        # Missing or unreadable index files start afresh; open() then rebuilds them.
+        self.offset_index, offset_index_lost = _open_index(
+            OffsetIndex, index_path, base_offset, max_index_size
+        )
+        self.time_index, time_index_lost = _open_index(
+            TimeIndex, time_index_path, base_offset, max_index_size
+        )
+        self.indexes_lost = offset_index_lost or time_index_lost
+        # When the first batch was appended, for segment.ms (None while empty).
+        self.rolling_base_ms: int | None = None
+        self._reset_batch_state()
+
+    def _reset_batch_state(self) -> None:
+        self.next_offset = self.base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self._last_batch: _BatchLocation | None = None
+        self._last_batch_base_offset = self.base_offset
+        self._bytes_since_last_index_entry = 0
+
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, *, index_interval_bytes: int, max_index_size: int
+    ) -> LogSegment:
+        """A new empty segment; leftover files at this base offset are discarded."""
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
+        return cls(
+            directory, base_offset, index_interval_bytes=index_interval_bytes,
+            max_index_size=max_index_size,
+        )
+
+    @classmethod
+    def open(
+        cls, directory: Path, base_offset: int, *, index_interval_bytes: int,
+        max_index_size: int, now_ms: int, next_segment_base: int | None, recover: bool,
+    ) -> LogSegment:
+        """Loads a segment from disk. With ``recover`` (the active segment after a restart)
+        every batch is validated and the indexes rebuilt; otherwise the indexes are trusted
+        unless missing or failing Kafka's sanity check, in which case the segment is
+        recovered too.
+
+        A segment with data starts its segment.ms clock at ``now_ms``: the time of its first
+        append is not recorded anywhere.
+        """
+        segment = cls(
+            directory, base_offset, index_interval_bytes=index_interval_bytes,
+            max_index_size=max_index_size,
+        )
+        if not recover and segment.indexes_lost and segment.size:
+            logger.warning("%s: rebuilding lost index files", segment.log_path)
+            recover = True
+        if not recover:
+            try:
+                segment.offset_index.sanity_check(segment.size, next_segment_base)
+                segment.time_index.sanity_check(next_segment_base)
+            except CorruptIndexError as e:
+                logger.warning("%s; rebuilding the indexes", e)
+                recover = True
+        if not recover:
+            try:
+                segment._load_tail()
+            except CorruptRecordError as e:
+                logger.warning("%s; recovering the segment", e)
+                recover = True
+        if recover:
+            segment.recover()
+        if segment.size:
+            segment.rolling_base_ms = now_ms
+        return segment
+
+    # -- appending ---------------------------------------------------------------------
+
+    def append(
+        self, records: bytes | bytearray, batches: Sequence[RecordBatch], now_ms: int
+    ) -> None:
+        """Appends ``records`` (whole batches, already stamped); ``batches`` are their
+        header views, so nothing is parsed twice."""
+        position = self.size
+        view = memoryview(records)
+        try:
+            written = 0
+            while written < len(view):
+                written += os.write(self._fd, view[written:])
+        except OSError:
+            # Leave no partial batch behind (disk full): the log stays as it was.
+            os.ftruncate(self._fd, position)
+            raise
+        if self.rolling_base_ms is None:
+            self.rolling_base_ms = now_ms
+        for batch in batches:
+            self._index_batch(position, batch)
+            position += batch.size_in_bytes
+        self.size = position
+
+    def _index_batch(self, position: int, batch: RecordBatch) -> None:
+        # Kafka's LogSegment.append: the max timestamp includes this batch before the index
+        # check, and the entry names this batch's last offset and its start position.
+        self._track_batch(position, batch)
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(batch.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += batch.size_in_bytes
+
+    def _track_batch(self, position: int, batch: RecordBatch) -> None:
+        if batch.max_timestamp > self.max_timestamp:
+            self.max_timestamp = batch.max_timestamp
+            self.offset_of_max_timestamp = batch.last_offset
+        self.next_offset = batch.next_offset
+        self._last_batch = _BatchLocation(position, batch.last_offset, batch.size_in_bytes)
+        self._last_batch_base_offset = batch.base_offset
+
+    def can_hold(self, last_offset: int) -> bool:
+        """Whether ``last_offset`` fits the index's relative offsets (Kafka rolls if not)."""
+        return last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
+
+    @property
+    def is_index_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    # -- reading -----------------------------------------------------------------------
+
+    def _headers(self, position: int) -> Iterator[tuple[int, RecordBatch]]:
+        """(file position, header view) of each batch from ``position`` to the end."""
+        while position < self.size:
+            block = os.pread(self._fd, HEADER_SCAN_BLOCK, position)
+            offset = 0
+            while offset + RECORD_BATCH_OVERHEAD <= len(block):
+                batch = RecordBatch(block, offset)
+                if batch.size_in_bytes < RECORD_BATCH_OVERHEAD:
+                    raise CorruptRecordError(
+                        f"{self.log_path}: bad batch length at {position + offset}"
+                    )
+                yield position + offset, batch
+                offset += batch.size_in_bytes
+            if offset == 0:
+                raise CorruptRecordError(f"{self.log_path}: truncated batch header at {position}")
+            position += offset
+
+    def _find_batch(self, offset: int) -> _BatchLocation | None:
+        """The batch holding ``offset`` or, in a gap, the first batch after it (Kafka's
+        ``translateOffset``); None if the segment ends before ``offset``."""
+        if offset >= self.next_offset:
+            return None
+        if offset >= self._last_batch_base_offset and self._last_batch is not None:
+            return self._last_batch  # the tail: consumers that keep up read only this
+        start = self.offset_index.lookup(offset).position
+        for position, batch in self._headers(start):
+            if batch.last_offset >= offset:
+                return _BatchLocation(position, batch.last_offset, batch.size_in_bytes)
+        return None
+
+    def read(
+        self, start_offset: int, max_size: int, max_offset: int, min_one_batch: bool
+    ) -> bytes | None:
+        """Whole batches from the one holding ``start_offset``: at most ``max_size`` bytes
+        (or one batch of any size with ``min_one_batch``), none reaching ``max_offset``.
+        None when the segment ends before ``start_offset``: the next segment may have it."""
+        first = self._find_batch(start_offset)
+        if first is None:
+            return None
+        if first.last_offset >= max_offset:
+            return b""
+        start = first.position
+        if self.next_offset <= max_offset and self.size - start <= max_size:
+            return os.pread(self._fd, self.size - start, start)  # all the rest fits
+        limit = min(start + max_size, self.size)
+        # Batches up to the last indexed one below both limits need no header walk.
+        end = self.offset_index.last_batch_start_within(start, limit, max_offset)
+        for position, batch in self._headers(end):
+            if batch.last_offset >= max_offset or position + batch.size_in_bytes > limit:
+                break
+            end = position + batch.size_in_bytes
+        if end == start:
+            if not min_one_batch:
+                return b""
+            end = start + first.size
+        return os.pread(self._fd, end - start, start)
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> OffsetAndTimestamp | None:
+        """The first record at or after ``starting_offset`` with a timestamp at or after
+        ``timestamp``: the time index narrows the scan to a few batches, their headers find
+        the batch, and only that batch is decoded (Kafka's ``LogSegment.findOffsetByTimestamp``).
+        """
+        if self.max_timestamp < timestamp:
+            return None
+        from_offset = max(self.time_index.lookup(timestamp).offset, starting_offset)
+        for position, header in self._headers(self.offset_index.lookup(from_offset).position):
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            batch = RecordBatch(os.pread(self._fd, header.size_in_bytes, position))
+            if batch.timestamp_type is TimestampType.LOG_APPEND_TIME:
+                # Every record carries the batch's time; don't decode what we know.
+                offset = max(batch.base_offset, starting_offset)
+                return OffsetAndTimestamp(offset, batch.max_timestamp)
+            for record in batch.records():
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return OffsetAndTimestamp(record.offset, record.timestamp)
+        return None
+
+    def largest_timestamp(self) -> int:
+        """For retention.ms: the max record timestamp, or the file's modification time if
+        the batches carry none (Kafka's ``LogSegment.largestTimestamp``)."""
+        if self.max_timestamp != NO_TIMESTAMP:
+            return self.max_timestamp
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+
+    # -- recovery and truncation -------------------------------------------------------
+
+    def recover(self) -> int:
+        """Validates every batch (length, magic, CRC, offsets increasing), truncates the
+        file at the first invalid byte and rebuilds both indexes. Returns the bytes cut."""
+        self.offset_index.clear()
+        self.time_index.clear()
+        self._reset_batch_state()
+        file_size = os.fstat(self._fd).st_size
+        position = 0
+        while position < file_size:
+            chunk = os.pread(self._fd, RECOVERY_CHUNK, position)
+            valid = self._recover_chunk(chunk, position)
+            if valid == 0 and len(chunk) >= RECORD_BATCH_OVERHEAD:
+                # Maybe a batch larger than the chunk: read exactly it.
+                size = RecordBatch(chunk).size_in_bytes
+                if len(chunk) < size <= file_size - position:
+                    valid = self._recover_chunk(os.pread(self._fd, size, position), position)
+            if valid == 0:
+                break
+            position += valid
+        if position < file_size:
+            logger.warning(
+                "%s: cut %d bytes of torn or invalid data at position %d (log end offset %d)",
+                self.log_path, file_size - position, position, self.next_offset,
+            )
+            os.ftruncate(self._fd, position)
+        self.size = position
+        return file_size - position
+
+    def _recover_chunk(self, chunk: bytes, chunk_position: int) -> int:
+        """Indexes the valid batches at the start of ``chunk``; returns their length."""
+        end = 0
+        for batch in iter_valid_batches(chunk):
+            if (
+                batch.base_offset < self.next_offset
+                or batch.last_offset_delta < 0
+                or not self.can_hold(batch.last_offset)
+            ):
+                # Offsets may jump forward (compaction leaves gaps) but never go back.
+                break
+            self._index_batch(chunk_position + batch.position, batch)
+            end = batch.position + batch.size_in_bytes
+        return end
+
+    def _load_tail(self) -> None:
+        """Restores the batch bookkeeping from the indexes plus a scan of the batches after
+        the last offset index entry (at most ``index_interval_bytes`` and one batch).
+
+        Exact: at that entry's batch the time index got the max timestamp up to it."""
+        self._reset_batch_state()
+        last_entry = self.time_index.last_entry
+        if last_entry is not None:
+            self.max_timestamp = last_entry.timestamp
+            self.offset_of_max_timestamp = last_entry.offset
+        last_indexed = self.offset_index.last_entry
+        start = last_indexed.position if last_indexed is not None else 0
+        for position, batch in self._headers(start):
+            self._track_batch(position, batch)
+        self._bytes_since_last_index_entry = self.size - start
+
+    def truncate_to(self, offset: int) -> int:
+        """Drops every batch holding ``offset`` or later (a batch straddling ``offset`` goes
+        whole). Returns the bytes removed."""
+        location = self._find_batch(offset)
+        if location is None:
+            return 0
+        removed = self.size - location.position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        os.ftruncate(self._fd, location.position)
+        self.size = location.position
+        self._load_tail()
+        if not self.size:
+            self.rolling_base_ms = None
+        return removed
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.offset_index.close()
+        self.time_index.close()
+
+    def delete(self) -> None:
+        self.close()
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()
+
+    def __repr__(self) -> str:
+        return (
+            f"LogSegment(base_offset={self.base_offset}, next_offset={self.next_offset}, "
+            f"size={self.size})"
+        )
