@@ -38,6 +38,7 @@ class LocalMetadataStore(MetadataStore):
         self._topics: dict[str, TopicMetadata] = {}
         self._by_id: dict[uuid.UUID, TopicMetadata] = {}
         self._broker_configs: dict[str, str] = {}
+        self._cluster_default_configs: dict[str, str] = {}
         directory.mkdir(parents=True, exist_ok=True)
         if self._path.exists():
             self._load()
@@ -51,6 +52,7 @@ class LocalMetadataStore(MetadataStore):
         state = json.loads(self._path.read_text())
         self._cluster_id = state["cluster_id"]
         self._broker_configs = dict(state.get("broker_configs", {}))
+        self._cluster_default_configs = dict(state.get("cluster_default_broker_configs", {}))
         for entry in state["topics"]:
             self._put(
                 TopicMetadata(
@@ -66,6 +68,7 @@ class LocalMetadataStore(MetadataStore):
             "version": _FORMAT_VERSION,
             "cluster_id": self._cluster_id,
             "broker_configs": self._broker_configs,
+            "cluster_default_broker_configs": self._cluster_default_configs,
             "topics": [
                 {
                     "name": t.name,
@@ -121,8 +124,8 @@ class LocalMetadataStore(MetadataStore):
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
         return self._by_id.get(topic_id)
 
-    def broker_configs(self) -> dict[str, str]:
-        return dict(self._broker_configs)
+    def broker_configs(self, *, cluster_default: bool = False) -> dict[str, str]:
+        return dict(self._cluster_default_configs if cluster_default else self._broker_configs)
 
     # -- changes -----------------------------------------------------------------------
 
@@ -163,10 +166,15 @@ class LocalMetadataStore(MetadataStore):
         self._publish(TopicConfigChanged(updated))
         return updated
 
-    async def set_broker_configs(self, configs: dict[str, str]) -> None:
-        self._broker_configs = dict(configs)
+    async def set_broker_configs(
+        self, configs: dict[str, str], *, cluster_default: bool = False
+    ) -> None:
+        if cluster_default:
+            self._cluster_default_configs = dict(configs)
+        else:
+            self._broker_configs = dict(configs)
         self._save()
-        self._publish(BrokerConfigChanged(dict(configs)))
+        self._publish(BrokerConfigChanged(dict(configs), cluster_default))
 
 
 def _new_cluster_id() -> str:

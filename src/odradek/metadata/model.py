@@ -23,19 +23,20 @@ class InvalidTopicError(ValueError):
 
 
 def validate_topic_name(name: str) -> None:
+    """Kafka 3.9's ``Topic.validate``, with its messages."""
+    reason = None
     if not name:
-        raise InvalidTopicError("Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters"
-        )
-    if not _LEGAL_TOPIC_NAME.fullmatch(name):
-        raise InvalidTopicError(
-            f"Topic name \"{name}\" is illegal, it contains a character other than "
-            "ASCII alphanumerics, '.', '_' and '-'"
-        )
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    elif len(name) > MAX_TOPIC_NAME_LENGTH:
+        reason = (f"the length of '{name}' is longer than the max allowed length "
+                  f"{MAX_TOPIC_NAME_LENGTH}")
+    elif not _LEGAL_TOPIC_NAME.fullmatch(name):
+        reason = (f"'{name}' contains one or more characters other than "
+                  "ASCII alphanumerics, '.', '_' and '-'")
+    if reason is not None:
+        raise InvalidTopicError(f"Topic name is invalid: {reason}")
 
 
 @dataclass(frozen=True, slots=True)

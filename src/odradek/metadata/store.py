@@ -42,6 +42,7 @@ class TopicConfigChanged:
 @dataclass(frozen=True, slots=True)
 class BrokerConfigChanged:
     configs: dict[str, str]
+    cluster_default: bool = False  # resource "": the defaults of every broker
 
 
 MetadataEvent = TopicCreated | TopicDeleted | PartitionsAdded | TopicConfigChanged | BrokerConfigChanged
@@ -91,8 +92,9 @@ class MetadataStore(abc.ABC):
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None: ...
 
     @abc.abstractmethod
-    def broker_configs(self) -> dict[str, str]:
-        """Dynamic broker config overrides (AlterConfigs on the broker resource)."""
+    def broker_configs(self, *, cluster_default: bool = False) -> dict[str, str]:
+        """Dynamic broker config overrides: AlterConfigs on resource "<node id>", or on
+        resource "" (the cluster-wide defaults) with ``cluster_default``."""
 
     # -- changes -----------------------------------------------------------------------
 
@@ -111,7 +113,9 @@ class MetadataStore(abc.ABC):
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicMetadata: ...
 
     @abc.abstractmethod
-    async def set_broker_configs(self, configs: dict[str, str]) -> None: ...
+    async def set_broker_configs(
+        self, configs: dict[str, str], *, cluster_default: bool = False
+    ) -> None: ...
 
     def close(self) -> None:
         """Releases what the backend holds (a ZooKeeper session)."""

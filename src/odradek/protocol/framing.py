@@ -137,10 +137,8 @@ def parse_request(frame: bytes) -> Request:
         raise InvalidRequestError(
             f"malformed {key.name} v{api_version} request: {exc!r}"
         ) from exc
-    if offset + size != len(frame):
-        raise InvalidRequestError(
-            f"{key.name} v{api_version} request has {len(frame) - offset - size} trailing bytes"
-        )
+    # Bytes after the body are ignored, as Kafka ignores them: librdkafka's all-topics
+    # Metadata request carries a few.
     return Request(key, api_version, correlation_id, header.client_id, body)
 
 

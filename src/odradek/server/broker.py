@@ -82,6 +82,8 @@ class Broker:
         self.metadata = LocalMetadataStore(
             self.config.log_dirs[0], me, self.config.get("cluster.id")
         )
+        self.config.set_dynamic(self.metadata.broker_configs(cluster_default=True),
+                                per_broker=False)
         self.config.set_dynamic(self.metadata.broker_configs())
         self.log_manager.load_all(lambda topic: to_log_config(self.topic_config(topic)))
         for topic in self.metadata.topics().values():
@@ -161,7 +163,7 @@ class Broker:
                     )
             case TopicConfigChanged(topic):
                 self._refresh_configs(topic)
-            case BrokerConfigChanged(configs):
-                self.config.set_dynamic(configs)
+            case BrokerConfigChanged(configs, cluster_default):
+                self.config.set_dynamic(configs, per_broker=not cluster_default)
                 for topic in self.metadata.topics().values():
                     self._refresh_configs(topic)

@@ -46,21 +46,17 @@ async def _long_poll(ctx: RequestContext, request, max_wait_ms: int) -> object:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_ms / 1000
     while True:
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            break
+        # Watch first, then read: this task starts a loop iteration after handle_fetch read,
+        # and an append in between would otherwise go unseen until max_wait (lost wakeup).
         appended = replica_manager.wait_for_appends(watched)
         try:
-            await asyncio.wait_for(appended, remaining)
-        except TimeoutError:
-            break
+            responses, total_bytes, has_error = _read(ctx, request)
+            remaining = deadline - loop.time()
+            if total_bytes >= request.min_bytes or has_error or remaining <= 0:
+                return _respond(ctx, responses)
+            await asyncio.wait([appended], timeout=remaining)
         finally:
             replica_manager.stop_waiting(watched, appended)
-        responses, total_bytes, has_error = _read(ctx, request)
-        if total_bytes >= request.min_bytes or has_error:
-            return _respond(ctx, responses)
-    responses, _, _ = _read(ctx, request)
-    return _respond(ctx, responses)
 
 
 def _respond(ctx: RequestContext, responses: list[dict]) -> object:
@@ -117,6 +113,8 @@ def _read(ctx: RequestContext, request) -> tuple[list[dict], int, bool]:
 
 
 def _error(index: int, error: ErrorCode, partition=None) -> dict:
+    # Empty records, never null: Kafka sends MemoryRecords.EMPTY with an error, and
+    # librdkafka fails to parse the whole response on a null (negative) MessageSetSize.
     return {
         "partition_index": index,
         "error_code": error,

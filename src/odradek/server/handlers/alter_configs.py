@@ -1,0 +1,36 @@
+"""AlterConfigs (key 33): replaces the whole override set of a topic or of this broker.
+
+A key the request leaves out loses its override, which is why KIP-339 deprecated this API
+for IncrementalAlterConfigs. Checks and error codes are those of
+:mod:`odradek.server.handlers.config_resources`; ``validate_only`` checks and changes nothing.
+"""
+
+from __future__ import annotations
+
+from odradek.protocol.api import ApiKey
+from odradek.server.handlers import RequestContext, handles
+from odradek.server.handlers.config_resources import (
+    alter_resource,
+    answer,
+    check_entries,
+    check_once,
+    repeated_resources,
+)
+
+
+@handles(ApiKey.ALTER_CONFIGS)
+async def handle_alter_configs(ctx: RequestContext, request) -> object:
+    repeated = repeated_resources(request.resources)
+    responses = [
+        await answer(resource, _alter(ctx, resource, repeated, request.validate_only))
+        for resource in request.resources
+    ]
+    return ctx.respond(throttle_time=0, responses=responses)
+
+
+async def _alter(ctx: RequestContext, resource, repeated, validate_only: bool) -> None:
+    check_once(resource, repeated)
+    check_entries([c.name for c in resource.configs],
+                  [c.name for c in resource.configs if c.value is None])
+    overrides = {c.name: c.value for c in resource.configs}
+    await alter_resource(ctx, resource, lambda _current: dict(overrides), validate_only)

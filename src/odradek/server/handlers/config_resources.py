@@ -1,0 +1,152 @@
+"""Config resources, shared by DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
+
+Kafka 3.9 checks an alteration in two steps, and the step decides the error code:
+
+* preprocessing (ConfigAdminManager.preprocess): a resource named twice, a config key named
+  twice or a null value is INVALID_REQUEST; for the broker resource, the id must be this
+  broker's and the new dynamic set must validate, else INVALID_REQUEST with the config
+  error's message (KAFKA-13609 keeps that code for compatibility);
+* persisting (ZkAdminManager.alterConfigs / incrementalAlterConfigs): for a topic, the
+  default resource "" is INVALID_REQUEST, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, an
+  unknown key INVALID_CONFIG as it is, and a bad value INVALID_CONFIG prefixed with the
+  resource ("Invalid config value for resource ConfigResource(type=TOPIC, name='t'): ...").
+
+Not a handler module: it registers nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+
+from kio.schema.errors import ErrorCode
+
+from odradek.server.config import TOPIC_CONFIGS, ConfigError, validate_topic_overrides
+from odradek.server.handlers import RequestContext
+from odradek.server.handlers.api_error import ApiError
+
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+# Computes a resource's new overrides from its current ones.
+Alteration = Callable[[Mapping[str, str]], dict[str, str]]
+
+
+class ResourceType(enum.IntEnum):
+    """``ConfigResource.Type``: the ids on the wire."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+
+    @classmethod
+    def of(cls, value: int) -> ResourceType:
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+def resource_result(error: ApiError, resource) -> dict:
+    """One resource's entry in an AlterConfigs or IncrementalAlterConfigs response."""
+    return {"error_code": error.error_code, "error_message": error.message,
+            "resource_type": resource.resource_type, "resource_name": resource.resource_name}
+
+
+def repeated_resources(resources) -> set[tuple[int, str]]:
+    """(type, name) of resources that appear more than once in a request."""
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    return {key for key, count in counts.items() if count > 1}
+
+
+def check_once(resource, repeated: set[tuple[int, str]]) -> None:
+    """Every entry of a resource named twice fails."""
+    if (resource.resource_type, resource.resource_name) in repeated:
+        raise ApiError(ErrorCode.invalid_request, "Each resource must appear at most once.")
+
+
+def check_entries(names: list[str], null_values: list[str]) -> None:
+    """A config key named twice, or a null value where one is needed, is INVALID_REQUEST."""
+    if len(set(names)) != len(names):
+        raise ApiError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    if null_values:
+        raise ApiError(ErrorCode.invalid_request,
+                       f"Null value not supported for : {', '.join(null_values)}")
+
+
+def broker_id(name: str, label: str) -> int:
+    """A resource name as Java's ``Integer.parseInt`` reads it; ``label`` names it in errors."""
+    if not _JAVA_INT.fullmatch(name) or not -(2**31) <= int(name) < 2**31:
+        raise ApiError(ErrorCode.invalid_request,
+                       f"{label} id must be an integer, but it is: {name}")
+    return int(name)
+
+
+async def alter_topic(ctx: RequestContext, name: str, alteration: Alteration,
+                      validate_only: bool) -> None:
+    if not name:
+        raise ApiError(ErrorCode.invalid_request, "Default topic resources are not allowed.")
+    store = ctx.broker.metadata
+    topic = store.topic(name)
+    try:
+        overrides = alteration(topic.configs if topic else {})
+    except ConfigError as exc:
+        raise ApiError(ErrorCode.invalid_config, str(exc)) from None
+    if topic is None:
+        raise ApiError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+    unknown = [key for key in overrides if key not in TOPIC_CONFIGS]
+    if unknown:
+        raise ApiError(ErrorCode.invalid_config, f"Unknown topic config name: {unknown[0]}")
+    try:
+        validate_topic_overrides(overrides, ctx.broker.config)
+    except ConfigError as exc:
+        raise ApiError(ErrorCode.invalid_config,
+                       f"Invalid config value for resource ConfigResource(type=TOPIC, "
+                       f"name='{name}'): {exc}") from None
+    if not validate_only:
+        await store.set_topic_configs(name, overrides)
+
+
+async def alter_broker(ctx: RequestContext, name: str, alteration: Alteration,
+                       validate_only: bool) -> None:
+    """Resource "<node id>": this broker's dynamic configs; "": every broker's defaults."""
+    broker = ctx.broker
+    per_broker = bool(name)
+    if per_broker and broker_id(name, "Node") != broker.node_id:
+        raise ApiError(ErrorCode.invalid_request,
+                       f"Unexpected broker id, expected {broker.node_id}, but received {name}")
+    try:
+        overrides = alteration(broker.config.dynamic_configs(per_broker=per_broker))
+    except ConfigError as exc:
+        raise ApiError(ErrorCode.invalid_config, str(exc)) from None
+    try:
+        broker.config.validate_dynamic(overrides, per_broker=per_broker)
+    except ConfigError as exc:
+        raise ApiError(ErrorCode.invalid_request, str(exc)) from None
+    if not validate_only:
+        await broker.metadata.set_broker_configs(overrides, cluster_default=not per_broker)
+
+
+async def alter_resource(ctx: RequestContext, resource, alteration: Alteration,
+                         validate_only: bool) -> None:
+    """Applies ``alteration`` to a topic or broker resource, or raises its ApiError."""
+    match ResourceType.of(resource.resource_type):
+        case ResourceType.TOPIC:
+            await alter_topic(ctx, resource.resource_name, alteration, validate_only)
+        case ResourceType.BROKER:
+            await alter_broker(ctx, resource.resource_name, alteration, validate_only)
+        case _:
+            raise ApiError(ErrorCode.invalid_request,
+                           f"Unknown resource type {resource.resource_type}")
+
+
+async def answer(resource, change: Awaitable[None]) -> dict:
+    """The response entry of one resource: the ApiError ``change`` raised, or none."""
+    try:
+        await change
+    except ApiError as error:
+        return resource_result(error, resource)
+    return resource_result(ApiError(ErrorCode.none), resource)

@@ -1,0 +1,73 @@
+"""DeleteTopics (key 20): topics named (v1-v5), or named or given by id (v6, KIP-516).
+
+As Kafka 3.9 (KafkaApis.handleDeleteTopicsRequest): with ``delete.topic.enable=false`` every
+topic fails (INVALID_REQUEST before v3, TOPIC_DELETION_DISABLED after); an entry with both a
+name and an id fails the whole request with INVALID_REQUEST; an id nobody has is
+UNKNOWN_TOPIC_ID and a name nobody has UNKNOWN_TOPIC_OR_PARTITION. The metadata store's
+event makes the broker delete the logs.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from odradek.metadata.store import UnknownTopicError
+from odradek.protocol.api import ApiKey
+from odradek.protocol.messages import millis
+from odradek.server.handlers import RequestContext, handles
+from odradek.server.handlers.api_error import completion_error
+
+# KIP-599 changed the error of a disabled delete to TOPIC_DELETION_DISABLED from v3 on.
+TOPIC_DELETION_DISABLED_MIN_VERSION = 3
+# KIP-516: topics by id.
+TOPIC_IDS_MIN_VERSION = 6
+
+
+@handles(ApiKey.DELETE_TOPICS)
+async def handle_delete_topics(ctx: RequestContext, request) -> object:
+    if ctx.api_version >= TOPIC_IDS_MIN_VERSION:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    if not ctx.broker.config.get("delete.topic.enable"):
+        disabled = (ErrorCode.topic_deletion_disabled
+                    if ctx.api_version >= TOPIC_DELETION_DISABLED_MIN_VERSION
+                    else ErrorCode.invalid_request)
+        return _respond(ctx, [_result(name, topic_id, disabled) for name, topic_id in wanted])
+    if any(name is not None and topic_id is not None for name, topic_id in wanted):
+        # Kafka throws "Topic name and topic ID can not both be specified." here, which
+        # fails every entry of the request with INVALID_REQUEST and no message.
+        return _respond(ctx, [_result(name, topic_id, ErrorCode.invalid_request)
+                              for name, topic_id in wanted])
+    store = ctx.broker.metadata
+    outcome: dict[str, ErrorCode] = {}  # a topic named twice is deleted once, answered twice
+    results = []
+    for name, topic_id in wanted:
+        if topic_id is not None:
+            topic = store.topic_by_id(topic_id)
+            if topic is None:
+                results.append(_result(None, topic_id, ErrorCode.unknown_topic_id))
+                continue
+            name = topic.name
+        if name not in outcome:
+            outcome[name] = await _delete(store, name, millis(request.timeout))
+        results.append(_result(name, topic_id, outcome[name]))
+    return _respond(ctx, results)
+
+
+async def _delete(store, name: str, timeout_ms: int) -> ErrorCode:
+    if store.topic(name) is None:
+        return ErrorCode.unknown_topic_or_partition
+    try:
+        await store.delete_topic(name)
+    except UnknownTopicError:
+        return ErrorCode.unknown_topic_or_partition
+    return completion_error(timeout_ms)
+
+
+def _result(name: str | None, topic_id, error: ErrorCode) -> dict:
+    return {"name": name, "topic_id": topic_id, "error_code": error, "error_message": None}
+
+
+def _respond(ctx: RequestContext, results: list[dict]) -> object:
+    return ctx.respond(throttle_time=0, responses=results)

@@ -1,0 +1,128 @@
+"""DescribeConfigs (key 32): the configs of topics, of this broker and of its loggers.
+
+As Kafka 3.9's ConfigHelper: ``configuration_keys`` null or empty means every key; synonyms
+and documentation (v3+) only when asked for.
+
+* TOPIC: the name must be valid and the topic must exist (UNKNOWN_TOPIC_OR_PARTITION,
+  without a message);
+* BROKER: "" describes the cluster-wide dynamic defaults, this broker's id every broker
+  config; another id is INVALID_REQUEST;
+* BROKER_LOGGER (KIP-412): the broker's loggers and their effective levels; here Python's
+  loggers, with log4j's names for the levels.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kio.schema.errors import ErrorCode
+
+from odradek.metadata.model import InvalidTopicError, validate_topic_name
+from odradek.protocol.api import ApiKey
+from odradek.server.config import ConfigEntry, ConfigSource, ConfigType, describe_topic_config
+from odradek.server.handlers import RequestContext, handles
+from odradek.server.handlers.api_error import ApiError
+from odradek.server.handlers.config_resources import ResourceType, broker_id
+
+# Python's levels under log4j's names, which are what Kafka's tools expect.
+LOG4J_LEVELS = {
+    logging.DEBUG: "DEBUG",
+    logging.INFO: "INFO",
+    logging.WARNING: "WARN",
+    logging.ERROR: "ERROR",
+    logging.CRITICAL: "FATAL",
+}
+ROOT_LOGGER = "root"  # log4j's name for the root logger
+
+
+@handles(ApiKey.DESCRIBE_CONFIGS)
+def handle_describe_configs(ctx: RequestContext, request) -> object:
+    documentation = getattr(request, "include_documentation", False)
+    results = [_describe(ctx, resource, request.include_synonyms, documentation)
+               for resource in request.resources]
+    return ctx.respond(throttle_time=0, results=results)
+
+
+def _describe(ctx: RequestContext, resource, synonyms: bool, documentation: bool) -> dict:
+    names = resource.configuration_keys or None
+    try:
+        configs = [_config(entry, synonyms, documentation)
+                   for entry in _entries(ctx, resource, names)]
+        error = ApiError(ErrorCode.none)
+    except ApiError as exc:
+        configs, error = [], exc
+    return {"error_code": error.error_code, "error_message": error.message,
+            "resource_type": resource.resource_type, "resource_name": resource.resource_name,
+            "configs": configs}
+
+
+def _entries(ctx: RequestContext, resource, names) -> list[ConfigEntry]:
+    broker = ctx.broker
+    name = resource.resource_name
+    match ResourceType.of(resource.resource_type):
+        case ResourceType.TOPIC:
+            try:
+                validate_topic_name(name)
+            except InvalidTopicError as exc:
+                raise ApiError(ErrorCode.invalid_topic_exception, str(exc)) from None
+            topic = broker.metadata.topic(name)
+            if topic is None:
+                raise ApiError(ErrorCode.unknown_topic_or_partition)
+            return describe_topic_config(topic.configs, broker.config, names)
+        case ResourceType.BROKER:
+            if not name:
+                return broker.config.describe(names, cluster_default=True)
+            if broker_id(name, "Broker") != broker.node_id:
+                raise ApiError(ErrorCode.invalid_request,
+                               f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                               f"but received {name}")
+            return broker.config.describe(names)
+        case ResourceType.BROKER_LOGGER:
+            if not name:
+                raise ApiError(ErrorCode.invalid_request, "Broker id must not be empty")
+            if broker_id(name, "Broker") != broker.node_id:
+                raise ApiError(ErrorCode.invalid_request,
+                               f"Unexpected broker id, expected {broker.node_id} but received "
+                               f"{name}")
+            return _loggers(names)
+        case other:
+            raise ApiError(ErrorCode.invalid_request,
+                           f"Unsupported resource type: {other.name}")
+
+
+def _loggers(names) -> list[ConfigEntry]:
+    loggers = {ROOT_LOGGER: logging.getLogger()}
+    loggers.update((n, l) for n, l in logging.root.manager.loggerDict.items()
+                   if isinstance(l, logging.Logger))
+    return [
+        ConfigEntry(
+            name=name,
+            value=_level_name(logger.getEffectiveLevel()),
+            source=ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+            read_only=False,
+            sensitive=False,
+            synonyms=(),
+            type=ConfigType.UNKNOWN,
+            documentation=None,
+        )
+        for name, logger in sorted(loggers.items())
+        if names is None or name in names
+    ]
+
+
+def _level_name(level: int) -> str:
+    return LOG4J_LEVELS.get(level) or logging.getLevelName(level)
+
+
+def _config(entry: ConfigEntry, synonyms: bool, documentation: bool) -> dict:
+    return {
+        "name": entry.name,
+        "value": entry.value,
+        "read_only": entry.read_only,
+        "config_source": entry.source,
+        "is_sensitive": entry.sensitive,
+        "synonyms": [{"name": s.name, "value": s.value, "source": s.source}
+                     for s in entry.synonyms] if synonyms else [],
+        "config_type": entry.type,
+        "documentation": entry.documentation if documentation else None,
+    }

@@ -1,0 +1,52 @@
+"""IncrementalAlterConfigs (key 44, KIP-339): SET, DELETE, APPEND and SUBTRACT config keys
+of a topic or of this broker, leaving the other overrides alone.
+
+APPEND and SUBTRACT work on LIST configs only (``cleanup.policy``) and start from the current
+override, else the config's default. Checks and error codes are those of
+:mod:`odradek.server.handlers.config_resources`; a null value is allowed for DELETE only.
+``validate_only`` checks and changes nothing.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from odradek.protocol.api import ApiKey
+from odradek.server.config import BROKER_CONFIGS, TOPIC_CONFIGS, AlterConfigOp, apply_incremental
+from odradek.server.handlers import RequestContext, handles
+from odradek.server.handlers.api_error import ApiError
+from odradek.server.handlers.config_resources import (
+    ResourceType,
+    alter_resource,
+    answer,
+    check_entries,
+    check_once,
+    repeated_resources,
+)
+
+OPERATIONS = frozenset(AlterConfigOp)
+
+
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+async def handle_incremental_alter_configs(ctx: RequestContext, request) -> object:
+    repeated = repeated_resources(request.resources)
+    responses = [
+        await answer(resource, _alter(ctx, resource, repeated, request.validate_only))
+        for resource in request.resources
+    ]
+    return ctx.respond(throttle_time=0, responses=responses)
+
+
+async def _alter(ctx: RequestContext, resource, repeated, validate_only: bool) -> None:
+    check_once(resource, repeated)
+    check_entries([c.name for c in resource.configs],
+                  [c.name for c in resource.configs
+                   if c.value is None and c.config_operation != AlterConfigOp.DELETE])
+    unknown = [c.config_operation for c in resource.configs
+               if c.config_operation not in OPERATIONS]
+    if unknown:
+        raise ApiError(ErrorCode.invalid_request, f"Unknown operations type {unknown[0]}")
+    ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
+    defs = TOPIC_CONFIGS if resource.resource_type == ResourceType.TOPIC else BROKER_CONFIGS
+    await alter_resource(ctx, resource, lambda current: apply_incremental(current, ops, defs),
+                         validate_only)
