@@ -57,6 +57,7 @@ class Broker:
         self._connections: set[Connection] = set()
         self.host: str = ""
         self.port: int = 0
+        self._background: list[asyncio.Task[None]] = []
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -89,6 +90,7 @@ class Broker:
         for topic in self.metadata.topics().values():
             self._host_partitions(topic, topic.partitions)
         self.metadata.subscribe(self._on_metadata_event)
+        self._background.append(asyncio.create_task(self._retention_loop()))
         await self._server.start_serving()
         log.info("odradek broker %d listening on %s:%d (cluster %s)",
                  self.node_id, self.host, self.port, self.metadata.cluster_id)
@@ -97,6 +99,10 @@ class Broker:
         if self._server is None:
             return
         self._server.close()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._background.clear()
         connections = list(self._connections)
         if connections:
             await asyncio.wait(
@@ -112,6 +118,19 @@ class Broker:
             self.metadata.close()
         self._server = None
         log.info("odradek broker %d stopped", self.node_id)
+
+    async def _retention_loop(self) -> None:
+        """Deletes segments past retention.ms / retention.bytes every
+        log.retention.check.interval.ms (Kafka's kafka-log-retention task)."""
+        while True:
+            await asyncio.sleep(self.config.get("log.retention.check.interval.ms") / 1000)
+            try:
+                deleted = self.log_manager.delete_old_segments()
+            except OSError:
+                log.exception("retention check failed")
+                continue
+            if deleted:
+                log.info("retention deleted %d segments", deleted)
 
     def _track(self, connection: Connection) -> Connection:
         self._connections.add(connection)
