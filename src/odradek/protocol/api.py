@@ -74,6 +74,19 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
 }
 
 
+# Versions advertised below what is served. librdkafka decides that a broker can take gzip
+# and snappy batches from "Produce v0 is supported", so Kafka 4 keeps advertising Produce
+# v0 while refusing v0-v2 requests (KAFKA-18659); odradek does the same: a Produce request
+# older than v3 still closes the connection.
+ADVERTISED_MIN_VERSIONS: dict[ApiKey, int] = {ApiKey.PRODUCE: 0}
+
+
+def advertised_versions(api_key: ApiKey) -> VersionRange:
+    served = SUPPORTED_APIS[api_key]
+    return VersionRange(ADVERTISED_MIN_VERSIONS.get(api_key, served.min_version),
+                        served.max_version)
+
+
 @cache
 def request_class(api_key: int, version: int) -> type:
     return load_request_schema(api_key, version)

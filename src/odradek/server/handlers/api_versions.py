@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from odradek.protocol.api import ApiKey, SUPPORTED_APIS, response_class
+from odradek.protocol.api import ApiKey, SUPPORTED_APIS, advertised_versions, response_class
 from odradek.protocol.messages import build
 from odradek.server.handlers import RequestContext, handles
 
@@ -12,7 +12,7 @@ from odradek.server.handlers import RequestContext, handles
 def _api_keys() -> list[dict[str, int]]:
     return [
         {"api_key": key, "min_version": r.min_version, "max_version": r.max_version}
-        for key, r in sorted(SUPPORTED_APIS.items())
+        for key, r in ((key, advertised_versions(key)) for key in sorted(SUPPORTED_APIS))
     ]
 
 

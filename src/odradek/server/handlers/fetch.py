@@ -123,5 +123,5 @@ def _error(index: int, error: ErrorCode, partition=None) -> dict:
         "log_start_offset": partition.log_start_offset if partition else -1,
         "aborted_transactions": None,
         "preferred_read_replica": -1,
-        "records": None,
+        "records": b"",
     }
