@@ -21,12 +21,25 @@ into a header and a kio request; :func:`encode_response` does the reverse for re
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
+import types
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache, partial
 from typing import Any
 
 from kio.serial import entity_reader, entity_writer
+from kio.serial.readers import (
+    read_compact_array_length,
+    read_int8,
+    read_int16,
+    read_int32,
+    read_legacy_array_length,
+    read_unsigned_varint,
+)
 
 from odradek.protocol.api import ApiKey, SUPPORTED_APIS, request_class
 
@@ -132,6 +145,7 @@ def parse_request(frame: bytes) -> Request:
     cls = request_class(key, api_version)
     try:
         header, offset = entity_reader(cls.__header_schema__)(frame, 0)
+        _entity_walk(cls)(frame, offset)  # refuses impossible array lengths; see below
         body, size = entity_reader(cls)(frame, offset)
     except Exception as exc:  # kio raises a variety of decode errors on malformed input
         raise InvalidRequestError(
@@ -140,6 +154,140 @@ def parse_request(frame: bytes) -> Request:
     # Bytes after the body are ignored, as Kafka ignores them: librdkafka's all-topics
     # Metadata request carries a few.
     return Request(key, api_version, correlation_id, header.client_id, body)
+
+
+# -- array lengths ---------------------------------------------------------------------
+#
+# kio decodes an array by first reserving a slot for every element its length field claims.
+# An 18-byte Metadata request claiming 2^31 topics makes it reserve 16 GiB; a reservation
+# the OS refuses aborts the whole process (Rust's handle_alloc_error): no except clause
+# catches that, so one request would take the broker down. Every element takes at least one
+# byte, so a length larger than the bytes left in the frame is a lie. Before kio sees a
+# body, the walk below follows the body's layout, reading only length fields and decoding
+# nothing, and refuses any such frame.
+
+# A walk step: from the offset of a value in the frame to the offset just past it. A value
+# of fixed size is walked by its size instead: consecutive ones add up to one jump.
+_Skip = Callable[[bytes, int], int]
+
+_FIXED_SIZES = {
+    "bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
+    "timedelta_i32": 4, "int64": 8, "uint64": 8, "float64": 8, "timedelta_i64": 8,
+    "datetime_i64": 8, "uuid": 16,
+}
+# Non-flexible versions prefix strings with an int16 length, bytes and records with an
+# int32 one (-1 for null); flexible versions prefix all three with an unsigned varint
+# length + 1 (0 for null).
+_LEGACY_LENGTH_READERS = {"string": read_int16, "bytes": read_int32, "records": read_int32}
+
+
+@cache
+def _entity_walk(cls: type) -> _Skip:
+    """The walk over one kio entity; raises InvalidRequestError at an impossible length."""
+    flexible = cls.__flexible__
+    steps: list[tuple[int, _Skip]] = []  # (fixed bytes before the step, the step)
+    fixed = 0
+    tagged: dict[int, _Skip] = {}
+    for field in dataclasses.fields(cls):
+        step = _field_walk(field, flexible)
+        if "tag" in field.metadata:
+            if not isinstance(step, int):  # a tagged value is skipped by its size anyway
+                tagged[field.metadata["tag"]] = step
+        elif isinstance(step, int):
+            fixed += step
+        else:
+            steps.append((fixed, step))
+            fixed = 0
+    trailing = fixed
+
+    def walk(frame: bytes, offset: int) -> int:
+        for advance, step in steps:
+            offset = step(frame, offset + advance)
+        offset += trailing
+        if flexible:
+            offset = _walk_tagged_fields(tagged, frame, offset)
+        return offset
+
+    return walk
+
+
+def _field_walk(field: dataclasses.Field, flexible: bool) -> _Skip | int:
+    annotation, nullable = _unwrap_optional(field.type)
+    if typing.get_origin(annotation) is tuple:
+        element = typing.get_args(annotation)[0]
+        if dataclasses.is_dataclass(element):
+            return partial(_walk_array, flexible, _entity_walk(element))
+        return partial(_walk_array, flexible, _value_walk(field.metadata["kafka_type"], flexible))
+    if dataclasses.is_dataclass(annotation):
+        walk = _entity_walk(annotation)
+        return partial(_walk_nullable_struct, walk) if nullable else walk
+    return _value_walk(field.metadata["kafka_type"], flexible)
+
+
+def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return next(a for a in typing.get_args(annotation) if a is not type(None)), True
+    return annotation, False
+
+
+def _value_walk(kafka_type: str, flexible: bool) -> _Skip | int:
+    if kafka_type in _FIXED_SIZES:
+        return _FIXED_SIZES[kafka_type]
+    if kafka_type not in _LEGACY_LENGTH_READERS:
+        raise NotImplementedError(f"no wire layout for kafka type {kafka_type!r}")
+    if flexible:
+        return _walk_compact_value
+    return partial(_walk_legacy_value, _LEGACY_LENGTH_READERS[kafka_type])
+
+
+def _walk_compact_value(frame: bytes, offset: int) -> int:
+    length_plus_one, size = read_unsigned_varint(frame, offset)
+    return offset + size + max(length_plus_one - 1, 0)
+
+
+def _walk_legacy_value(read_length: Callable, frame: bytes, offset: int) -> int:
+    length, size = read_length(frame, offset)
+    return offset + size + max(length, 0)
+
+
+def _walk_array(flexible: bool, walk_element: _Skip | int, frame: bytes, offset: int) -> int:
+    # kio's own length readers, so that the length checked is the length kio will reserve.
+    if flexible:
+        count, size = read_compact_array_length(frame, offset)
+        count = -1 if count is None else count
+    else:
+        count, size = read_legacy_array_length(frame, offset)
+    offset += size
+    if count < -1 or count > len(frame) - offset:
+        raise InvalidRequestError(
+            f"array length {count} at byte {offset - size} with {len(frame) - offset} bytes left"
+        )
+    if isinstance(walk_element, int):
+        return offset + max(count, 0) * walk_element
+    for _ in range(count):
+        offset = walk_element(frame, offset)
+    return offset
+
+
+def _walk_nullable_struct(walk: _Skip, frame: bytes, offset: int) -> int:
+    # A nullable struct is prefixed by an int8: -1 for null, 1 when present.
+    marker, size = read_int8(frame, offset)
+    return offset + size if marker < 0 else walk(frame, offset + size)
+
+
+def _walk_tagged_fields(tagged: dict[int, _Skip], frame: bytes, offset: int) -> int:
+    # KIP-482: count, then per field its tag, its size and its value.
+    count, size = read_unsigned_varint(frame, offset)
+    offset += size
+    for _ in range(count):
+        tag, size = read_unsigned_varint(frame, offset)
+        offset += size
+        length, size = read_unsigned_varint(frame, offset)
+        offset += size
+        if tag in tagged:
+            tagged[tag](frame, offset)
+        offset += length
+    return offset
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:

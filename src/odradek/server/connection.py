@@ -10,7 +10,10 @@ while the transport's write buffer is over its high-water mark, so a client that
 faster than it reads cannot grow the broker's memory without bound.
 
 A framing error (oversized frame, unparseable header, unknown API) closes this connection
-only, with a log line saying why; every other connection keeps being served.
+only, with a log line saying why; every other connection keeps being served. So does a
+request the broker parsed but failed on (a handler bug, an unencodable response): it is
+logged as an error with its traceback, and the connection closes, as Kafka closes it for an
+unexpected error it cannot map to an error code. Nothing a request does reaches the loop.
 """
 
 from __future__ import annotations
@@ -93,6 +96,9 @@ class Connection(asyncio.Protocol):
         except FramingError as exc:
             self.abort(str(exc))
             return
+        except Exception as exc:
+            self._fail(exc)
+            return
         if not isinstance(outcome, (bytes, type(None))):
             slot = asyncio.ensure_future(outcome)
             slot.add_done_callback(self._slot_done)
@@ -116,7 +122,7 @@ class Connection(asyncio.Protocol):
                 continue
             exc = slot.exception()
             if exc is not None:
-                self.abort(f"request failed: {exc!r}", exc)
+                self._fail(exc)
                 return
             response = slot.result()
             if response is not None:
@@ -135,9 +141,16 @@ class Connection(asyncio.Protocol):
             transport.resume_reading()
             self._reading_paused = False
 
-    def abort(self, reason: str, exc: BaseException | None = None) -> None:
+    def abort(self, reason: str) -> None:
         """Closes this connection because of what the client sent, saying why in the log."""
-        log.warning("closing connection from %s: %s", self.peer, reason, exc_info=exc)
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _fail(self, exc: Exception) -> None:
+        """Closes this connection because the broker failed on one of its requests."""
+        log.error("closing connection from %s: request failed: %r", self.peer, exc,
+                  exc_info=exc)
         if self._transport is not None:
             self._transport.abort()
 
