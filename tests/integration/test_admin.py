@@ -165,6 +165,22 @@ def test_zero_partitions_are_refused(kafka_admin):
         kafka_admin.create_topics([KafkaPythonNewTopic("empty", 0, 1)])
 
 
+def test_an_absurd_partition_count_is_refused_without_creating_anything(admin):
+    error = failure(admin.create_topics([NewTopic("huge", 100_000, 1)]))
+
+    assert error.code() == KafkaError.POLICY_VIOLATION
+    assert not exists(admin, "huge")
+
+
+def test_adding_an_absurd_number_of_partitions_is_refused(admin):
+    create(admin, NewTopic("growing", 1, 1))
+
+    error = failure(admin.create_partitions([NewPartitions("growing", 100_000)]))
+
+    assert error.code() == KafkaError.POLICY_VIOLATION
+    assert partition_count(admin, "growing") == 1
+
+
 def test_a_config_value_of_the_wrong_type_is_refused_with_kafkas_message(admin):
     error = failure(admin.create_topics([NewTopic("typed", 1, 1,
                                                   config={"retention.ms": "a week"})]))

@@ -86,25 +86,33 @@ class FrameDecoder:
     def feed(self, data: bytes) -> list[bytes]:
         """Adds received bytes; returns the payloads of the frames now complete."""
         buffer = self._buffer
-        buffer += data
+        if buffer:
+            buffer += data
+            source: bytes | bytearray = buffer
+        else:
+            # The common case: nothing pending, so frames are cut from ``data`` directly.
+            source = data
         frames = []
         position = 0
-        available = len(buffer)
-        while available - position >= 4:
-            (size,) = _SIZE.unpack_from(buffer, position)
-            if size < 0:
-                raise InvalidRequestError(f"negative frame size {size}")
-            if size > self._max_frame_bytes:
-                raise FrameTooLargeError(
-                    f"frame of {size} bytes exceeds socket.request.max.bytes "
-                    f"({self._max_frame_bytes})"
-                )
-            end = position + 4 + size
-            if end > available:
-                break
-            frames.append(bytes(buffer[position + 4 : end]))
-            position = end
-        if position:
+        available = len(source)
+        with memoryview(source) as view:
+            while available - position >= 4:
+                (size,) = _SIZE.unpack_from(view, position)
+                if size < 0:
+                    raise InvalidRequestError(f"negative frame size {size}")
+                if size > self._max_frame_bytes:
+                    raise FrameTooLargeError(
+                        f"frame of {size} bytes exceeds socket.request.max.bytes "
+                        f"({self._max_frame_bytes})"
+                    )
+                end = position + 4 + size
+                if end > available:
+                    break
+                frames.append(bytes(view[position + 4 : end]))
+                position = end
+            if source is not buffer:
+                buffer += view[position:]
+        if source is buffer and position:
             del buffer[:position]
         return frames
 
@@ -290,15 +298,50 @@ def _walk_tagged_fields(tagged: dict[int, _Skip], frame: bytes, offset: int) -> 
     return offset
 
 
-def encode_response(correlation_id: int, response: Any) -> bytes:
-    """Serializes a kio response with its header, size-prefixed, ready for the socket."""
+# Writes at least this large (the records of a fetch response) are kept by reference rather
+# than copied into the response: the stored batches go from the page cache to the socket
+# with no copy in between.
+_BY_REFERENCE_MIN_BYTES = 16 * 1024
+
+
+class _ResponseChunks:
+    """The ``write`` target of kio's serializers: small writes are gathered in a buffer,
+    large ones kept as they are, in order. Not thread-safe; one per response."""
+
+    __slots__ = ("chunks", "size", "_small")
+
+    def __init__(self) -> None:
+        self._small = bytearray(4)  # the size prefix, filled in by ``finish``
+        self.chunks: list[bytes | bytearray] = [self._small]
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        length = len(data)
+        self.size += length
+        if length >= _BY_REFERENCE_MIN_BYTES:
+            self.chunks.append(data)
+            self._small = bytearray()
+            self.chunks.append(self._small)
+        else:
+            self._small += data
+        return length
+
+    def finish(self) -> list[bytes | bytearray]:
+        _SIZE.pack_into(self.chunks[0], 0, self.size)
+        return [chunk for chunk in self.chunks if chunk]
+
+
+def encode_response_chunks(correlation_id: int, response: Any) -> list[bytes | bytearray]:
+    """Serializes a kio response with its header, size-prefixed, as buffers to write in order
+    (``transport.writelines``); record data is referenced, not copied."""
     cls = type(response)
     header_cls = cls.__header_schema__
-    buffer = io.BytesIO()
-    buffer.write(b"\0\0\0\0")
+    buffer = _ResponseChunks()
     entity_writer(header_cls)(buffer, header_cls(correlation_id=correlation_id))
     entity_writer(cls)(buffer, response)
-    view = buffer.getbuffer()
-    _SIZE.pack_into(view, 0, len(view) - 4)
-    del view
-    return buffer.getvalue()
+    return buffer.finish()
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    """Serializes a kio response with its header, size-prefixed, as one ``bytes``."""
+    return b"".join(encode_response_chunks(correlation_id, response))

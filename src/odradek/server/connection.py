@@ -31,9 +31,10 @@ log = logging.getLogger(__name__)
 # default but 5 per connection with idempotence); beyond it the socket stops being read.
 MAX_IN_FLIGHT_REQUESTS = 64
 
-# What a dispatcher returns for a request: the encoded response, None when no response is
-# due (acks=0 produce), or an awaitable of either.
-Outcome = bytes | None | Awaitable[bytes | None]
+# What a dispatcher returns for a request: the encoded response as buffers to write in order,
+# None when no response is due (acks=0 produce), or an awaitable of either.
+Response = list[bytes | bytearray]
+Outcome = Response | None | Awaitable[Response | None]
 Dispatcher = Callable[[bytes, "Connection"], Outcome]
 
 
@@ -47,7 +48,7 @@ class Connection(asyncio.Protocol):
         self._dispatch = dispatch
         self._decoder = FrameDecoder(max_request_bytes)
         self._on_close = on_close
-        self._pending: deque[asyncio.Future[bytes | None]] = deque()
+        self._pending: deque[asyncio.Future[Response | None]] = deque()
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
         self._writing_paused = False
@@ -99,7 +100,7 @@ class Connection(asyncio.Protocol):
         except Exception as exc:
             self._fail(exc)
             return
-        if not isinstance(outcome, (bytes, type(None))):
+        if not isinstance(outcome, (list, type(None))):
             slot = asyncio.ensure_future(outcome)
             slot.add_done_callback(self._slot_done)
             self._pending.append(slot)
@@ -107,13 +108,13 @@ class Connection(asyncio.Protocol):
             return
         if not self._pending:
             if outcome is not None:
-                self._transport.write(outcome)
+                self._transport.writelines(outcome)
             return
         slot = asyncio.get_running_loop().create_future()
         slot.set_result(outcome)
         self._pending.append(slot)
 
-    def _slot_done(self, _: asyncio.Future[bytes | None]) -> None:
+    def _slot_done(self, _: asyncio.Future[Response | None]) -> None:
         transport = self._transport
         pending = self._pending
         while pending and pending[0].done():
@@ -126,7 +127,7 @@ class Connection(asyncio.Protocol):
                 return
             response = slot.result()
             if response is not None:
-                transport.write(response)
+                transport.writelines(response)
         self._update_reading()
 
     def _update_reading(self) -> None:

@@ -10,10 +10,10 @@ from odradek.protocol.api import ApiKey
 from odradek.protocol.framing import (
     InvalidRequestError,
     UnsupportedVersionError,
-    encode_response,
+    encode_response_chunks,
     parse_request,
 )
-from odradek.server.connection import Connection, Outcome
+from odradek.server.connection import Connection, Outcome, Response
 from odradek.server.handlers import RequestContext, load_handlers
 from odradek.server.handlers.api_versions import unsupported_version_response
 
@@ -35,7 +35,7 @@ class Dispatcher:
             if exc.api_key == ApiKey.API_VERSIONS:
                 # KIP-511: answer an ApiVersions request newer than we know in v0, with the
                 # versions we do serve, so the client can retry with one of them.
-                return encode_response(exc.correlation_id, unsupported_version_response())
+                return encode_response_chunks(exc.correlation_id, unsupported_version_response())
             # Kafka closes the connection here too: the body cannot be parsed, so no
             # well-formed error response can be built for it.
             raise InvalidRequestError(str(exc)) from None
@@ -45,8 +45,8 @@ class Dispatcher:
             return self._finish(request.correlation_id, outcome)
         if outcome is None:
             return None
-        return encode_response(request.correlation_id, outcome)
+        return encode_response_chunks(request.correlation_id, outcome)
 
-    async def _finish(self, correlation_id: int, pending: Any) -> bytes | None:
+    async def _finish(self, correlation_id: int, pending: Any) -> Response | None:
         response = await pending
-        return None if response is None else encode_response(correlation_id, response)
+        return None if response is None else encode_response_chunks(correlation_id, response)

@@ -14,6 +14,7 @@ The request builders and the mutation strategy are shared with
 
 from __future__ import annotations
 
+import os
 import resource
 import struct
 import subprocess
@@ -145,6 +146,7 @@ def test_a_length_field_claiming_2_to_the_31_elements_fails_fast_without_reservi
          "fuzz.parse_huge_length_mutants_in_limited_address_space()"],
         cwd=Path(__file__).parent, capture_output=True, text=True,
         timeout=CHILD_TIMEOUT_SECONDS,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
     )
     assert child.returncode == 0, child.stderr[-3000:]
 

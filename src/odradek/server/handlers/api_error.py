@@ -26,3 +26,16 @@ def completion_error(timeout_ms: int) -> ErrorCode:
     asked not to wait for it. librdkafka hides the error when its operation_timeout is 0.
     """
     return ErrorCode.request_timed_out if timeout_ms <= 0 else ErrorCode.none
+
+
+# Partitions one request may add to one topic. Kafka's KRaft controller bounds the records of
+# one operation the same way (10,000) and refuses more as an excessively large batch; without
+# a bound, a single CreateTopics for 2^31 partitions would have the broker create them all.
+MAX_NEW_PARTITIONS = 10_000
+
+
+def check_new_partitions(count: int) -> None:
+    if count > MAX_NEW_PARTITIONS:
+        raise ApiError(ErrorCode.policy_violation,
+                       f"Unable to perform excessively large batch operation: {count} new "
+                       f"partitions, at most {MAX_NEW_PARTITIONS} in one request.")

@@ -18,7 +18,7 @@ from odradek.metadata.model import TopicMetadata
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
 from odradek.server.handlers import RequestContext, handles
-from odradek.server.handlers.api_error import ApiError, completion_error
+from odradek.server.handlers.api_error import ApiError, check_new_partitions, completion_error
 from odradek.server.handlers.create_topics import refuse_explicit_placement_in_a_cluster
 
 
@@ -56,6 +56,7 @@ async def _create_partitions(ctx: RequestContext, wanted, validate_only: bool,
                        f"requested {wanted.count}.")
     if increment == 0:
         raise ApiError(ErrorCode.invalid_partitions, f"Topic already has {current} partitions.")
+    check_new_partitions(increment)
     if wanted.assignments is not None:
         _validate_assignments(topic, [list(a.broker_ids) for a in wanted.assignments],
                               increment, [b.node_id for b in store.brokers()])

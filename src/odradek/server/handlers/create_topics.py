@@ -32,7 +32,7 @@ from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
 from odradek.server.config import ConfigError, describe_topic_config, validate_topic_overrides
 from odradek.server.handlers import RequestContext, handles
-from odradek.server.handlers.api_error import ApiError, completion_error
+from odradek.server.handlers.api_error import ApiError, check_new_partitions, completion_error
 
 # CreateTopicsRequest.NO_NUM_PARTITIONS / NO_REPLICATION_FACTOR (KIP-464): broker defaults.
 NO_NUM_PARTITIONS = -1
@@ -125,6 +125,7 @@ def _layout(ctx: RequestContext, topic) -> tuple[int, int]:
     # AdminUtils.assignReplicasToBrokers' checks.
     if num_partitions <= 0:
         raise ApiError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+    check_new_partitions(num_partitions)
     if replication_factor <= 0:
         raise ApiError(ErrorCode.invalid_replication_factor,
                        "Replication factor must be larger than 0.")
