@@ -175,13 +175,6 @@ _CONFLUENT_TIMESTAMP_TYPES = {
 }
 
 
-# librdkafka enables its LZ4 feature only for brokers that serve FindCoordinator
-# (rdkafka_feature.c: LZ4 arrived with 0.8.2's group coordinator), and sends lz4 batches
-# uncompressed otherwise. odradek will advertise FindCoordinator with its group coordinator.
-_LIBRDKAFKA_LZ4_DOWNGRADE = ("librdkafka sends lz4 batches uncompressed to a broker that does "
-                             "not serve FindCoordinator, which odradek does not yet")
-
-
 def _librdkafka_configs(config: Mapping[str, int | str] | None) -> dict[str, int | str]:
     configs = {_LIBRDKAFKA_NAMES.get(name, name): value for name, value in (config or {}).items()}
     if "fetch.max.bytes" in configs:
@@ -193,9 +186,6 @@ def _librdkafka_configs(config: Mapping[str, int | str] | None) -> dict[str, int
 
 class ConfluentKafka(Client):
     name = "confluent-kafka"
-
-    def codec_downgrade_reason(self, codec):
-        return _LIBRDKAFKA_LZ4_DOWNGRADE if codec == "lz4" else None
 
     def produce(self, bootstrap, topic, records, *, compression=None):
         producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap,
@@ -304,10 +294,7 @@ class KafkaPython(Client):
                 f"{library} package (it does not use cramjam), which is not installed")
 
     def produce(self, bootstrap, topic, records, *, compression=None):
-        # kafka-python 3 turns idempotence on by default, which needs InitProducerId, not
-        # served by odradek yet; applications on kafka-python 3 must opt out like this.
-        producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, compression_type=compression,
-                                       enable_idempotence=False)
+        producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, compression_type=compression)
         try:
             futures = [
                 producer.send(topic, value=record["value"], key=record.get("key"),
@@ -473,9 +460,6 @@ class Kcat(Client):
     name = "kcat"
     sets_timestamps = False  # kcat -P has no option for a record's timestamp
     reports_deliveries = False  # kcat prints nothing per delivered record
-
-    def codec_downgrade_reason(self, codec):
-        return _LIBRDKAFKA_LZ4_DOWNGRADE if codec == "lz4" else None
 
     def produce(self, bootstrap, topic, records, *, compression=None):
         def run_options(record: Mapping) -> tuple:

@@ -3,6 +3,7 @@
 
 from odradek.log.config import LogConfig
 from odradek.log.errors import (
+    KafkaStorageError,
     LogDirConflictError,
     LogError,
     OffsetOutOfRangeError,
@@ -10,11 +11,13 @@ from odradek.log.errors import (
 )
 from odradek.log.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 from odradek.log.manager import LogManager, parse_partition_dir
+from odradek.log.open_files import OpenFiles
 from odradek.log.partition_log import FetchDataInfo, LogAppendInfo, PartitionLog
 from odradek.log.segment import LogSegment, OffsetAndTimestamp
 
 __all__ = [
     "FetchDataInfo",
+    "KafkaStorageError",
     "LogAppendInfo",
     "LogConfig",
     "LogDirConflictError",
@@ -25,6 +28,7 @@ __all__ = [
     "OffsetIndex",
     "OffsetOutOfRangeError",
     "OffsetPosition",
+    "OpenFiles",
     "PartitionLog",
     "RecordBatchTooLargeError",
     "TimeIndex",

@@ -38,6 +38,8 @@ class LogConfig:
     flush_messages: int = NEVER
     flush_ms: int = NEVER
     cleanup_policy: str = "delete"
+    # How long a deleted segment's files stay renamed to "*.deleted" before they are removed.
+    file_delete_delay_ms: int = 60000  # 1 minute
 
     def __post_init__(self) -> None:
         if self.segment_bytes < MIN_SEGMENT_BYTES:
@@ -56,6 +58,10 @@ class LogConfig:
             raise ValueError(f"index_interval_bytes must be >= 0: {self.index_interval_bytes}")
         if self.flush_messages < 1:
             raise ValueError(f"flush_messages must be >= 1: {self.flush_messages}")
+        if self.flush_ms < 0:
+            raise ValueError(f"flush_ms must be >= 0: {self.flush_ms}")
+        if self.file_delete_delay_ms < 0:
+            raise ValueError(f"file_delete_delay_ms must be >= 0: {self.file_delete_delay_ms}")
         if self.message_timestamp_type not in TIMESTAMP_TYPES:
             raise ValueError(f"message_timestamp_type must be one of {TIMESTAMP_TYPES}")
         if self.cleanup_policy not in CLEANUP_POLICIES:

@@ -38,3 +38,12 @@ class LogDirConflictError(LogError):
     ("Duplicate log directories found")."""
 
     error_code = ErrorCode.kafka_storage_error
+
+
+class KafkaStorageError(LogError, OSError):
+    """A log whose log dir failed (an I/O error in it, or missing or unreadable at startup):
+    the partition is offline until a restart finds the dir healthy (Kafka's
+    ``KafkaStorageException``). It is an ``OSError`` too, so code that already answers I/O
+    failures with KAFKA_STORAGE_ERROR needs nothing new."""
+
+    error_code = ErrorCode.kafka_storage_error

@@ -2,14 +2,19 @@
 ``TimeIndex`` (timestamp -> offset), Kafka's ``.index`` and ``.timeindex`` files.
 
 Indexes never parse records: the segment tells them what to add. Both hold their entries in
-memory (two parallel ``array`` columns, searched with ``bisect``) and append each new entry
-to their file, so a lookup never touches the disk and an append is one small ``write``.
-Unlike Kafka we do not preallocate and mmap the files: the file holds exactly the entries.
+memory (two parallel ``array`` columns, searched with ``bisect``), so a lookup never touches
+the disk, and keep no file open: :meth:`persist` writes the entries the file lacks, which the
+segment does when it stops being the active one (roll), after recovery and at close. The
+active segment's index files may therefore lag behind its log; that is safe because the
+active segment is always at or above the recovery point, so a restart without a clean
+shutdown rebuilds them (Kafka's mmapped indexes are no more durable than that). Unlike
+Kafka we do not preallocate: the file holds exactly the entries.
 
 Offsets are stored relative to the segment's base offset to fit in 4 bytes: if the base
 offset was 50, offset 55 is stored as 5.
 
-These classes are not thread-safe: the broker's event loop owns them.
+These classes are not thread-safe: the broker's event loop owns them; only ``fsync`` may
+run on the flush thread.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.protocol.records import NO_TIMESTAMP
+
+from odradek.log.checkpoint import fsync_path
 
 # .index entry, 8 bytes, big-endian:
 #   relative_offset int32  the last offset of an indexed batch minus the segment base offset
@@ -61,7 +68,7 @@ class CorruptIndexError(Exception):
 
 
 class _IndexFile:
-    """What both indexes share: the append-only file and the entry limit."""
+    """What both indexes share: the entry limit and the file, written by :meth:`persist`."""
 
     entry: struct.Struct
     _relative_offsets: array
@@ -71,15 +78,24 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max_index_size // self.entry.size
-        data = path.read_bytes() if path.exists() else b""
+        try:
+            data = path.read_bytes()
+            exists = True
+        except FileNotFoundError:
+            data, exists = b"", False
         if len(data) % self.entry.size:
             raise CorruptIndexError(
                 f"{path}: {len(data)} bytes is not a multiple of {self.entry.size}"
             )
         self._load(data)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        # The file holds _file_entries entries, the first _persisted of which are in memory
+        # too; a missing file is written (empty) at the next persist.
+        self._file_entries = self._persisted = len(self) if exists else -1
 
     def _load(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _encode(self, start: int, end: int) -> bytes:
         raise NotImplementedError
 
     def __len__(self) -> int:
@@ -89,13 +105,10 @@ class _IndexFile:
     def is_full(self) -> bool:
         return len(self) >= self.max_entries
 
-    def _write(self, *fields: int) -> None:
-        os.write(self._fd, self.entry.pack(*fields))
-
     def _truncate_entries(self, keep: int) -> None:
         for column in self._columns:
             del column[keep:]
-        os.ftruncate(self._fd, keep * self.entry.size)
+        self._persisted = min(self._persisted, keep)
 
     def truncate_to(self, offset: int) -> None:
         """Removes every entry whose offset is at or beyond ``offset``."""
@@ -104,16 +117,31 @@ class _IndexFile:
     def clear(self) -> None:
         self._truncate_entries(0)
 
-    def flush(self) -> None:
-        os.fsync(self._fd)
+    def persist(self) -> bool:
+        """Writes what the file lacks (no fsync); returns whether the file changed."""
+        count = len(self)
+        if self._persisted == self._file_entries == count:
+            return False
+        start = max(self._persisted, 0)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            if self._file_entries != start:
+                os.ftruncate(fd, start * self.entry.size)
+            os.pwrite(fd, self._encode(start, count), start * self.entry.size)
+        finally:
+            os.close(fd)
+        self._file_entries = self._persisted = count
+        return True
 
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+    def fsync(self) -> None:
+        """Safe on the flush thread: opens its own descriptor."""
+        fsync_path(self.path)
+
+    def rename(self, path: Path) -> None:
+        os.rename(self.path, path)
+        self.path = path
 
     def delete(self) -> None:
-        self.close()
         self.path.unlink(missing_ok=True)
 
 
@@ -134,11 +162,17 @@ class OffsetIndex(_IndexFile):
         self._positions = flat[1::2]
         self._columns = (self._relative_offsets, self._positions)
 
+    def _encode(self, start: int, end: int) -> bytes:
+        flat = array("i", bytes(2 * 4 * (end - start)))
+        flat[0::2] = self._relative_offsets[start:end]
+        flat[1::2] = self._positions[start:end]
+        if sys.byteorder == "little":
+            flat.byteswap()
+        return flat.tobytes()
+
     def append(self, offset: int, position: int) -> None:
-        relative = offset - self.base_offset
-        self._relative_offsets.append(relative)
+        self._relative_offsets.append(offset - self.base_offset)
         self._positions.append(position)
-        self._write(relative, position)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The last entry at or before ``target_offset``; the segment start if none.
@@ -198,15 +232,17 @@ class TimeIndex(_IndexFile):
             self._relative_offsets.append(relative)
         self._columns = (self._timestamps, self._relative_offsets)
 
+    def _encode(self, start: int, end: int) -> bytes:
+        rows = zip(self._timestamps[start:end], self._relative_offsets[start:end])
+        return b"".join(TIME_ENTRY.pack(timestamp, relative) for timestamp, relative in rows)
+
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Adds an entry only if ``timestamp`` is beyond the last one, or beyond
         NO_TIMESTAMP for the first (Kafka's rule: batches without timestamps add nothing)."""
         if timestamp <= (self._timestamps[-1] if self._timestamps else NO_TIMESTAMP):
             return
-        relative = offset - self.base_offset
         self._timestamps.append(timestamp)
-        self._relative_offsets.append(relative)
-        self._write(timestamp, relative)
+        self._relative_offsets.append(offset - self.base_offset)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The last entry with a timestamp at or before ``target_timestamp``; the segment
@@ -232,3 +268,4 @@ class TimeIndex(_IndexFile):
             next_segment_base is not None and last.offset >= next_segment_base
         ):
             raise CorruptIndexError(f"{self.path}: last entry {last} outside the segment")
+

@@ -1,37 +1,65 @@
 """``LogManager``: the partition logs in the broker's log dirs (Kafka's ``LogManager``).
 
-Each log dir (``log.dirs``) holds partition directories named ``<topic>-<partition>``, and
-one ``log-start-offset-checkpoint`` file (see :mod:`odradek.log.checkpoint`)::
+Each log dir (``log.dirs``) holds partition directories named ``<topic>-<partition>``, two
+checkpoint files and, between a clean shutdown and the next start, the clean shutdown
+marker (see :mod:`odradek.log.checkpoint`)::
 
     /var/lib/odradek/data/
         orders-0/00000000000000000000.log ...
         orders-1/...
         log-start-offset-checkpoint
+        recovery-point-offset-checkpoint
+        .kafka_cleanshutdown
 
 A topic name may itself contain ``-`` and ``.``, so the partition number is what follows
 the *last* ``-``. A directory being deleted is renamed ``<topic>-<partition>.<uuid>-delete``
 first; a start finishing such an interrupted delete removes it.
 
-This class is not thread-safe: the broker's event loop owns it.
+JBOD (seeds: "JBOD broker tolerates one disk failure"): a new partition goes to the online
+log dir holding the fewest partitions. A dir that fails (an ``OSError`` in any of its logs,
+or missing or unreadable at startup) goes offline with all its partitions, which answer
+KAFKA_STORAGE_ERROR, while the other dirs keep serving. A log dir that does not exist at
+startup is created, unless partitions this broker hosts are found in no other dir: then it
+is the dir that held them, lost, and it stays offline, so that its partitions are never
+recreated empty elsewhere (Kafka refuses to create a log that is not new while a dir is
+offline). It stays offline until a restart finds it healthy.
+
+The manager is each log's ``LogContext``: it owns the open descriptors (bounded, see
+:mod:`odradek.log.open_files`), takes failed dirs offline, and removes deleted segments'
+files after ``file.delete.delay.ms``. The broker drives its periodic work: retention
+(``delete_old_segments``), ``logs_to_flush``, ``checkpoint`` and ``delete_due_files``.
+
+This class is not thread-safe: the broker's event loop owns it. ``log_dir_failed`` may be
+called from any thread; it hands the work to the owner through ``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
 
+import functools
+import heapq
+import itertools
 import logging
+import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from odradek.log.checkpoint import (
+    CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
     CorruptCheckpointError,
+    fsync_path,
     read_offsets_checkpoint,
+    write_clean_shutdown_file,
     write_offsets_checkpoint,
 )
 from odradek.log.config import LogConfig
-from odradek.log.errors import LogDirConflictError
+from odradek.log.errors import KafkaStorageError, LogDirConflictError
+from odradek.log.open_files import DEFAULT_MAX_OPEN_SEGMENT_FILES, OpenFiles
 from odradek.log.partition_log import DELETE_DIR_SUFFIX, PartitionLog
+from odradek.log.segment import LogSegment
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +67,8 @@ logger = logging.getLogger(__name__)
 _PARTITION_DIR = re.compile(r"(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>[0-9]+)")
 
 TopicPartitionKey = tuple[str, int]
+# Per online log dir: (recovery points, log start offsets) of its partitions.
+CheckpointSnapshot = dict[Path, tuple[dict[TopicPartitionKey, int], dict[TopicPartitionKey, int]]]
 
 
 def parse_partition_dir(name: str) -> TopicPartitionKey | None:
@@ -51,24 +81,82 @@ def parse_partition_dir(name: str) -> TopicPartitionKey | None:
     return match.group("topic"), int(match.group("partition"))
 
 
+def _call_now(callback: Callable[[], object]) -> None:
+    callback()
+
+
 class LogManager:
-    def __init__(self, log_dirs: list[Path], *, clock: Callable[[], int]) -> None:
-        if not log_dirs:
-            raise ValueError("at least one log dir is needed")
+    def __init__(
+        self, log_dirs: Iterable[Path], *, clock: Callable[[], int],
+        max_open_files: int = DEFAULT_MAX_OPEN_SEGMENT_FILES,
+        call_soon_threadsafe: Callable[[Callable[[], object]], object] = _call_now,
+    ) -> None:
+        """``call_soon_threadsafe`` runs a callback on the owner's thread (the event loop's
+        method of that name); the default runs it at once, for a single-threaded owner."""
         self.log_dirs = [Path(d) for d in log_dirs]
+        if not self.log_dirs:
+            raise ValueError("at least one log dir is needed")
         self._clock = clock
+        self._call_soon_threadsafe = call_soon_threadsafe
+        self.files = OpenFiles(max_open_files)
         self._logs: dict[TopicPartitionKey, PartitionLog] = {}
-        self._dir_of: dict[TopicPartitionKey, Path] = {}
-        for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
+        self._dir_of: dict[TopicPartitionKey, Path | None] = {}  # None: never loaded
+        self._partition_counts = dict.fromkeys(self.log_dirs, 0)
+        # Failed log dirs and why.
+        self.offline_dirs: dict[Path, str] = {}
+        self._last_flush_ms: dict[TopicPartitionKey, int] = {}
+        # (due ms, sequence, segment): segments renamed *.deleted, removed when due.
+        self._file_deletions: list[tuple[int, int, LogSegment]] = []
+        self._sequence = itertools.count()
+
+    # -- loading -----------------------------------------------------------------------
 
     def load_all(
-        self, config_for: Callable[[str], LogConfig]
+        self, config_for: Callable[[str], LogConfig], hosted: Iterable[TopicPartitionKey] = ()
     ) -> dict[TopicPartitionKey, PartitionLog]:
-        """Opens (and recovers) every partition found in the log dirs; ``config_for`` maps
-        a topic name to its log config."""
+        """Opens every partition found in the log dirs, recovering those of a dir without
+        the clean shutdown marker from their recovery points, then removes the markers.
+        ``config_for`` maps a topic to its log config; ``hosted`` are the partitions this
+        broker is known to host, which decide whether a missing dir is new or lost."""
+        absent = []
         for log_dir in self.log_dirs:
-            log_start_offsets = self._read_log_start_offsets(log_dir)
+            if not os.path.lexists(log_dir):
+                absent.append(log_dir)
+                continue
+            try:
+                self._load_dir(log_dir, config_for)
+            except OSError as e:
+                self._take_dir_offline(log_dir, f"cannot be loaded: {e}")
+        stranded = sorted(set(hosted) - self._logs.keys())
+        for log_dir in absent:
+            if stranded:
+                self._take_dir_offline(log_dir, "missing, and it held partitions found in no "
+                                                "other log dir")
+                continue
+            try:
+                log_dir.mkdir(parents=True)
+            except OSError as e:
+                self._take_dir_offline(log_dir, f"cannot be created: {e}")
+        if self.offline_dirs:
+            for topic, partition in stranded:
+                self._register((topic, partition), None,
+                               self._offline_log(topic, partition, config_for(topic)))
+        return dict(self._logs)
+
+    def _offline_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+        """A partition that is in no online dir: it is where it would be in an offline one."""
+        log_dir = next(iter(self.offline_dirs))
+        return PartitionLog.offline(
+            log_dir / f"{topic}-{partition}", config, f"log dir {log_dir} is offline", self
+        )
+
+    def _load_dir(self, log_dir: Path, config_for: Callable[[str], LogConfig]) -> None:
+        started_ms = self._clock()
+        had_clean_shutdown = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+        recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT)
+        log_start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        loaded: dict[TopicPartitionKey, PartitionLog] = {}
+        try:
             for child in sorted(log_dir.iterdir()):
                 if not child.is_dir():
                     continue
@@ -83,43 +171,117 @@ class LogManager:
                     raise LogDirConflictError(
                         f"{key[0]}-{key[1]} is in both {self._dir_of[key]} and {log_dir}"
                     )
-                self._logs[key] = PartitionLog.open(
+                loaded[key] = PartitionLog.open(
                     child, config_for(key[0]), now_ms=self._clock(),
                     log_start_offset=log_start_offsets.get(key, 0),
+                    recovery_point=recovery_points.get(key, 0),
+                    had_clean_shutdown=had_clean_shutdown, context=self,
                 )
-                self._dir_of[key] = log_dir
-        return dict(self._logs)
+            if had_clean_shutdown:
+                (log_dir / CLEAN_SHUTDOWN_FILE).unlink()
+                fsync_path(log_dir)
+        except OSError:
+            for log in loaded.values():
+                log.take_offline("its log dir failed while loading")
+            raise
+        for key, log in loaded.items():
+            self._register(key, log_dir, log)
+        logger.info(
+            "loaded %d partitions from %s in %d ms (%s)", len(loaded), log_dir,
+            self._clock() - started_ms,
+            "clean shutdown: nothing recovered" if had_clean_shutdown
+            else "no clean shutdown: recovered from the recovery points",
+        )
 
     @staticmethod
-    def _read_log_start_offsets(log_dir: Path) -> dict[TopicPartitionKey, int]:
+    def _read_checkpoint(path: Path) -> dict[TopicPartitionKey, int]:
         try:
-            return read_offsets_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+            return read_offsets_checkpoint(path)
         except CorruptCheckpointError as e:
-            # Losing it only makes records hidden by DeleteRecords readable again.
+            # Losing it only makes records hidden by DeleteRecords readable again, or
+            # recovery start from the beginning of each log.
             logger.warning("ignoring %s", e)
             return {}
+
+    def _register(self, key: TopicPartitionKey, log_dir: Path | None, log: PartitionLog) -> None:
+        self._logs[key] = log
+        self._dir_of[key] = log_dir
+        if log_dir is not None:
+            self._partition_counts[log_dir] += 1
+        self._last_flush_ms[key] = self._clock()
+
+    # -- partitions --------------------------------------------------------------------
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 
     def get_or_create(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
-        """The partition's log, created in the log dir holding the fewest partitions if
-        new (Kafka's placement). An existing log keeps its config: see ``update_config``."""
+        """The partition's log, created in the online log dir holding the fewest partitions
+        if new (Kafka's placement); an offline log if every dir is offline. An existing log
+        keeps its config: see ``update_config``."""
         key = (topic, partition)
         log = self._logs.get(key)
-        if log is None:
-            log_dir = min(self.log_dirs, key=lambda d: len(self.partitions_in_dir(d)))
-            log = PartitionLog.open(log_dir / f"{topic}-{partition}", config, now_ms=self._clock())
-            self._logs[key] = log
-            self._dir_of[key] = log_dir
-        return log
+        if log is not None:
+            return log
+        while True:
+            online = [d for d in self.log_dirs if d not in self.offline_dirs]
+            if not online:
+                log = self._offline_log(topic, partition, config)
+                self._register(key, None, log)
+                return log
+            log_dir = min(online, key=self._partition_counts.__getitem__)
+            try:
+                log = PartitionLog.open(
+                    log_dir / f"{topic}-{partition}", config, now_ms=self._clock(), context=self
+                )
+            except OSError as e:
+                self._take_dir_offline(log_dir, f"creating {topic}-{partition} failed: {e}")
+                continue
+            self._register(key, log_dir, log)
+            return log
 
     def delete_partition(self, topic: str, partition: int) -> None:
         key = (topic, partition)
         log = self._logs.pop(key, None)
-        if log is not None:
-            del self._dir_of[key]
+        if log is None:
+            return
+        log_dir = self._dir_of.pop(key)
+        self._last_flush_ms.pop(key, None)
+        if log_dir is not None:
+            self._partition_counts[log_dir] -= 1
+        try:
             log.delete()
+        except OSError as e:
+            self._take_dir_offline(log_dir, f"deleting {topic}-{partition} failed: {e}")
+
+    # -- failures ----------------------------------------------------------------------
+
+    def storage_failed(self, log: PartitionLog, error: OSError) -> None:
+        """LogContext: ``log``'s dir failed. Any thread."""
+        self.log_dir_failed(log.directory.parent, error)
+
+    def log_dir_failed(self, log_dir: Path, error: OSError) -> None:
+        """Kafka's ``LogDirFailureChannel``: any thread may report; the owner acts."""
+        reason = f"{type(error).__name__}: {error}"
+        self._call_soon_threadsafe(functools.partial(self._take_dir_offline, log_dir, reason))
+
+    def _take_dir_offline(self, log_dir: Path | None, reason: str) -> None:
+        if log_dir is None or log_dir in self.offline_dirs:
+            return
+        self.offline_dirs[log_dir] = reason
+        keys = self.partitions_in_dir(log_dir)
+        for key in keys:
+            self._logs[key].take_offline(reason)
+        self._file_deletions = [
+            entry for entry in self._file_deletions if entry[2].directory.parent != log_dir
+        ]
+        heapq.heapify(self._file_deletions)
+        online = [str(d) for d in self.log_dirs if d not in self.offline_dirs]
+        logger.error(
+            "log dir %s is offline (%s): its %d partitions %s answer KAFKA_STORAGE_ERROR; "
+            "still serving from %s", log_dir, reason, len(keys),
+            [f"{topic}-{partition}" for topic, partition in keys], online or "no log dir",
+        )
 
     # -- DescribeLogDirs ---------------------------------------------------------------
 
@@ -131,29 +293,127 @@ class LogManager:
         """Bytes of record data in ``log_dir`` (the sum of its partitions' log sizes)."""
         return sum(self._logs[key].size_in_bytes for key in self.partitions_in_dir(log_dir))
 
+    # -- periodic work -----------------------------------------------------------------
+
+    def _online_logs(self) -> list[tuple[TopicPartitionKey, PartitionLog]]:
+        return [(key, log) for key, log in self._logs.items() if log.offline_reason is None]
+
     def delete_old_segments(self) -> int:
         """Applies retention to every log (Kafka's ``cleanupLogs``, which the broker runs
         every ``log.retention.check.interval.ms``); returns the segments deleted."""
         now_ms = self._clock()
-        return sum(log.delete_old_segments(now_ms) for log in self._logs.values())
+        deleted = 0
+        for _, log in self._online_logs():
+            try:
+                deleted += log.delete_old_segments(now_ms)
+            except KafkaStorageError:
+                continue  # the log dir is offline now; the others carry on
+        return deleted
 
-    # -- durability and lifecycle ------------------------------------------------------
+    def delete_later(self, log: PartitionLog, segments: list[LogSegment]) -> None:
+        """LogContext: the files of ``segments`` go after ``file.delete.delay.ms``, so a
+        reader that found a segment a moment ago never sees its file vanish."""
+        due_ms = self._clock() + log.config.file_delete_delay_ms
+        for segment in segments:
+            heapq.heappush(self._file_deletions, (due_ms, next(self._sequence), segment))
+        if log.config.file_delete_delay_ms == 0:
+            self.delete_due_files()
 
-    def checkpoint_log_start_offsets(self) -> None:
+    def delete_due_files(self, *, all_pending: bool = False) -> int:
+        """Removes the files of deleted segments whose delay is over; returns how many
+        segments' files went."""
+        now_ms = self._clock()
+        count = 0
+        while self._file_deletions and (all_pending or self._file_deletions[0][0] <= now_ms):
+            segment = heapq.heappop(self._file_deletions)[2]
+            try:
+                segment.remove_deleted_files()
+            except OSError as e:
+                self.log_dir_failed(segment.directory.parent, e)
+                continue
+            count += 1
+        return count
+
+    def logs_to_flush(self) -> list[tuple[PartitionLog, int]]:
+        """(log, offset to flush to) for every log with unflushed data and no flush for
+        ``flush.ms`` (Kafka's ``flushDirtyLogs``) or ``flush.messages`` unflushed messages
+        that no produce waited for (acks=0), or with a segment rolled since its last flush
+        (Kafka flushes each rolled segment, so that a restart after a crash recovers only
+        the active segments). The owner runs ``log.flush_to`` off the event loop."""
+        now_ms = self._clock()
+        due = []
+        for key, log in self._online_logs():
+            log_end_offset = log.log_end_offset
+            unflushed = log_end_offset - log.recovery_point
+            if unflushed <= 0:
+                continue
+            if (now_ms - self._last_flush_ms[key] >= log.config.flush_ms
+                    or unflushed >= log.config.flush_messages):
+                self._last_flush_ms[key] = now_ms
+                due.append((log, log_end_offset))
+            elif log.rolled_segments_unflushed:
+                due.append((log, log.segments[-1].base_offset))
+        return due
+
+    def checkpoint_snapshot(self) -> CheckpointSnapshot:
+        """The offsets the checkpoint files of each online log dir should hold now."""
+        snapshot: CheckpointSnapshot = {}
         for log_dir in self.log_dirs:
-            write_offsets_checkpoint(
-                log_dir / LOG_START_OFFSET_CHECKPOINT,
-                {key: self._logs[key].log_start_offset for key in self.partitions_in_dir(log_dir)},
-            )
+            if log_dir not in self.offline_dirs:
+                logs = [(key, self._logs[key]) for key in self.partitions_in_dir(log_dir)]
+                snapshot[log_dir] = (
+                    {key: log.recovery_point for key, log in logs},
+                    {key: log.log_start_offset for key, log in logs},
+                )
+        return snapshot
 
-    def flush_all(self) -> None:
-        for log in self._logs.values():
-            log.flush()
-        self.checkpoint_log_start_offsets()
+    def write_checkpoints(self, snapshot: CheckpointSnapshot) -> list[Path]:
+        """Writes ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint``
+        (Kafka does every ``log.flush.offset.checkpoint.interval.ms`` and at shutdown).
+        Blocking (fsync) and safe on another thread: the owner runs it in an executor.
+        Returns the dirs that failed (reported to ``log_dir_failed``)."""
+        failed = []
+        for log_dir, (recovery_points, log_start_offsets) in snapshot.items():
+            try:
+                write_offsets_checkpoint(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT,
+                                         recovery_points)
+                write_offsets_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT,
+                                         log_start_offsets)
+            except OSError as e:
+                self.log_dir_failed(log_dir, e)
+                failed.append(log_dir)
+        return failed
+
+    # -- shutdown ----------------------------------------------------------------------
+
+    def _flush_all(self) -> None:
+        """fsyncs every online log up to its log end offset."""
+        for _, log in self._online_logs():
+            try:
+                log.flush_to(log.log_end_offset)
+            except KafkaStorageError:
+                continue
 
     def close_all(self) -> None:
-        self.checkpoint_log_start_offsets()
-        for log in self._logs.values():
-            log.close()
+        """Kafka's clean shutdown: flush every log, write its index files, remove deleted
+        segments' files, write the checkpoints and then, in each dir that is still online,
+        the clean shutdown marker that lets the next start skip recovery."""
+        self._flush_all()
+        for key, log in self._online_logs():
+            try:
+                log.close()
+            except OSError as e:
+                self._take_dir_offline(self._dir_of[key], f"closing failed: {e}")
+        self.delete_due_files(all_pending=True)
+        failed = self.write_checkpoints(self.checkpoint_snapshot())
+        for log_dir in self.log_dirs:
+            if log_dir not in self.offline_dirs and log_dir not in failed:
+                try:
+                    write_clean_shutdown_file(log_dir)
+                except OSError as e:
+                    logger.error("%s: cannot write the clean shutdown marker: %s", log_dir, e)
+        self.files.close_all()
         self._logs.clear()
         self._dir_of.clear()
+        self._last_flush_ms.clear()
+        self._partition_counts = dict.fromkeys(self.log_dirs, 0)

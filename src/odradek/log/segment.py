@@ -10,16 +10,22 @@ The segment owns its files and its batch bookkeeping (next offset, max timestamp
 last batch starts) and adds an index entry whenever more than ``index_interval_bytes`` were
 appended since the last one. Rolling, ordering and recovery policy are the log's.
 
-Reads use ``os.pread`` on a descriptor kept open for the segment's lifetime. Batch headers
-are read in blocks of ``HEADER_SCAN_BLOCK`` bytes, so walking small batches costs one
-system call per block, not one per batch.
+Reads use ``os.pread`` on the ``.log`` descriptor, which :class:`OpenFiles` opens on first
+use and may close when the segment goes idle; index files are never kept open (see
+:mod:`odradek.log.index`). Batch headers are read in blocks of ``HEADER_SCAN_BLOCK`` bytes,
+so walking small batches costs one system call per block, not one per batch.
 
-This class is not thread-safe: the broker's event loop owns it. I/O is plain blocking file
-I/O into the page cache; nothing here fsyncs except :meth:`LogSegment.flush`.
+A deleted segment's files are first renamed ``00000000000000000050.log.deleted`` (and so on)
+and removed later, after ``file.delete.delay.ms``, by :meth:`LogSegment.remove_deleted_files`.
+
+This class is not thread-safe: the broker's event loop owns it, except :meth:`fsync_log` and
+:meth:`fsync_indexes`, which the flush thread calls. I/O is plain blocking file I/O into the
+page cache; nothing else fsyncs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -35,13 +41,16 @@ from odradek.protocol.records import (
     iter_valid_batches,
 )
 
+from odradek.log.checkpoint import fsync_path
 from odradek.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from odradek.log.open_files import OpenFiles
 
 logger = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_FILE_SUFFIX = ".deleted"
 
 # Headers are read this many bytes at a time: enough for ~80 small batches in one pread,
 # while a scan over large batches wastes at most this much per batch.
@@ -57,6 +66,11 @@ MAX_RELATIVE_OFFSET = 2**31 - 1
 def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
     """``<directory>/00000000000000000050.log`` for base offset 50."""
     return directory / f"{base_offset:020d}{suffix}"
+
+
+def _deleted_path(path: Path) -> Path:
+    """``00000000000000000050.log.deleted`` for ``00000000000000000050.log``."""
+    return path.with_name(path.name + DELETED_FILE_SUFFIX)
 
 
 _Index = TypeVar("_Index", OffsetIndex, TimeIndex)
@@ -98,13 +112,17 @@ class LogSegment:
         *,
         index_interval_bytes: int,
         max_index_size: int,
+        files: OpenFiles,
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.log_path = segment_path(directory, base_offset, LOG_SUFFIX)
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        self._files = files
+        self.size = os.stat(self.log_path).st_size
+        # Set before the files are renamed away, so that an fsync on the flush thread that
+        # finds them gone knows the segment was deleted and not that the disk failed.
+        self.deleted = False
         index_path = segment_path(directory, base_offset, INDEX_SUFFIX)
         time_index_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX)
         # Missing or unreadable index files start afresh; open() then rebuilds them.
@@ -115,6 +133,10 @@ class LogSegment:
             TimeIndex, time_index_path, base_offset, max_index_size
         )
         self.indexes_lost = offset_index_lost or time_index_lost
+        # Whether the index files on disk were fsynced since they were last written.
+        self.indexes_synced = not self.indexes_lost
+        # What recovery cut from the end of the file at open.
+        self.bytes_cut = 0
         # When the first batch was appended, for segment.ms (None while empty).
         self.rolling_base_ms: int | None = None
         self._reset_batch_state()
@@ -127,26 +149,38 @@ class LogSegment:
         self._last_batch_base_offset = self.base_offset
         self._bytes_since_last_index_entry = 0
 
+    @property
+    def _fd(self) -> int:
+        return self._files.fd(self.log_path)
+
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, *, index_interval_bytes: int, max_index_size: int
+        cls, directory: Path, base_offset: int, *, index_interval_bytes: int, max_index_size: int,
+        files: OpenFiles,
     ) -> LogSegment:
         """A new empty segment; leftover files at this base offset are discarded."""
+        log_path = segment_path(directory, base_offset, LOG_SUFFIX)
+        files.close(log_path)  # still open if a file of that name was just deleted
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
-        return cls(
+        files.fd(log_path, create=True)
+        segment = cls(
             directory, base_offset, index_interval_bytes=index_interval_bytes,
-            max_index_size=max_index_size,
+            max_index_size=max_index_size, files=files,
         )
+        segment.persist_indexes()  # empty files, as Kafka's: a segment always has all three
+        return segment
 
     @classmethod
     def open(
         cls, directory: Path, base_offset: int, *, index_interval_bytes: int,
         max_index_size: int, now_ms: int, next_segment_base: int | None, recover: bool,
+        files: OpenFiles,
     ) -> LogSegment:
-        """Loads a segment from disk. With ``recover`` (the active segment after a restart)
-        every batch is validated and the indexes rebuilt; otherwise the indexes are trusted
-        unless missing or failing Kafka's sanity check, in which case the segment is
+        """Loads a segment from disk. With ``recover`` (a segment at or above the recovery
+        point after a stop without a clean shutdown) every batch is validated, a torn or
+        invalid tail cut (``bytes_cut``) and the indexes rebuilt; otherwise the indexes are
+        trusted unless missing or failing Kafka's sanity check, in which case the segment is
         recovered too.
 
         A segment with data starts its segment.ms clock at ``now_ms``: the time of its first
@@ -154,7 +188,7 @@ class LogSegment:
         """
         segment = cls(
             directory, base_offset, index_interval_bytes=index_interval_bytes,
-            max_index_size=max_index_size,
+            max_index_size=max_index_size, files=files,
         )
         if not recover and segment.indexes_lost and segment.size:
             logger.warning("%s: rebuilding lost index files", segment.log_path)
@@ -187,13 +221,16 @@ class LogSegment:
         header views, so nothing is parsed twice."""
         position = self.size
         view = memoryview(records)
+        fd = self._fd
         try:
             written = 0
             while written < len(view):
-                written += os.write(self._fd, view[written:])
+                written += os.write(fd, view[written:])
         except OSError:
-            # Leave no partial batch behind (disk full): the log stays as it was.
-            os.ftruncate(self._fd, position)
+            # Leave no partial batch behind (disk full): the log stays as it was, if the
+            # disk still lets us truncate; recovery cuts the rest at the next start.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, position)
             raise
         if self.rolling_base_ms is None:
             self.rolling_base_ms = now_ms
@@ -315,13 +352,14 @@ class LogSegment:
         the batches carry none (Kafka's ``LogSegment.largestTimestamp``)."""
         if self.max_timestamp != NO_TIMESTAMP:
             return self.max_timestamp
-        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+        return os.stat(self.log_path).st_mtime_ns // 1_000_000
 
     # -- recovery and truncation -------------------------------------------------------
 
     def recover(self) -> int:
         """Validates every batch (length, magic, CRC, offsets increasing), truncates the
-        file at the first invalid byte and rebuilds both indexes. Returns the bytes cut."""
+        file at the first invalid byte and rebuilds and writes both indexes. Returns the
+        bytes cut."""
         self.offset_index.clear()
         self.time_index.clear()
         self._reset_batch_state()
@@ -345,7 +383,9 @@ class LogSegment:
             )
             os.ftruncate(self._fd, position)
         self.size = position
-        return file_size - position
+        self.persist_indexes()
+        self.bytes_cut = file_size - position
+        return self.bytes_cut
 
     def _recover_chunk(self, chunk: bytes, chunk_position: int) -> int:
         """Indexes the valid batches at the start of ``chunk``; returns their length."""
@@ -394,22 +434,49 @@ class LogSegment:
             self.rolling_base_ms = None
         return removed
 
-    # -- lifecycle ---------------------------------------------------------------------
+    # -- durability and lifecycle -----------------------------------------------------
 
-    def flush(self) -> None:
-        os.fsync(self._fd)
-        self.offset_index.flush()
-        self.time_index.flush()
+    def persist_indexes(self) -> bool:
+        """Writes the index entries their files lack; returns whether a file changed."""
+        changed = self.offset_index.persist()
+        changed = self.time_index.persist() or changed
+        if changed:
+            self.indexes_synced = False
+        return changed
+
+    def fsync_log(self) -> None:
+        """Flush thread: fsyncs the ``.log`` file, unless the segment was deleted meanwhile."""
+        self._fsync_unless_deleted(self.log_path)
+
+    def fsync_indexes(self) -> None:
+        """Flush thread: fsyncs both index files, unless the segment was deleted meanwhile."""
+        for index in (self.offset_index, self.time_index):
+            self._fsync_unless_deleted(index.path)
+        self.indexes_synced = True
+
+    def _fsync_unless_deleted(self, path: Path) -> None:
+        try:
+            fsync_path(path)
+        except FileNotFoundError:
+            if not self.deleted:
+                raise  # gone without our doing: the log dir failed
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        self.offset_index.close()
-        self.time_index.close()
+        """Closes the ``.log`` descriptor if open; it is reopened on the next use."""
+        self._files.close(self.log_path)
 
-    def delete(self) -> None:
-        self.close()
+    def rename_to_deleted(self) -> None:
+        """The first step of deleting: ``.log`` -> ``.log.deleted`` and so on, so that the
+        files are out of the log at once and removed by :meth:`remove_deleted_files` later."""
+        self.deleted = True
+        self._files.close(self.log_path)
+        deleted_log_path = _deleted_path(self.log_path)
+        os.rename(self.log_path, deleted_log_path)
+        self.log_path = deleted_log_path
+        for index in (self.offset_index, self.time_index):
+            index.rename(_deleted_path(index.path))
+
+    def remove_deleted_files(self) -> None:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()

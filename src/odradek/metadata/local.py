@@ -39,6 +39,8 @@ class LocalMetadataStore(MetadataStore):
         self._by_id: dict[uuid.UUID, TopicMetadata] = {}
         self._broker_configs: dict[str, str] = {}
         self._cluster_default_configs: dict[str, str] = {}
+        # The first producer id never reserved: ids below it may be in use by producers.
+        self._next_producer_id = 0
         directory.mkdir(parents=True, exist_ok=True)
         if self._path.exists():
             self._load()
@@ -53,6 +55,7 @@ class LocalMetadataStore(MetadataStore):
         self._cluster_id = state["cluster_id"]
         self._broker_configs = dict(state.get("broker_configs", {}))
         self._cluster_default_configs = dict(state.get("cluster_default_broker_configs", {}))
+        self._next_producer_id = state.get("next_producer_id", 0)
         for entry in state["topics"]:
             self._put(
                 TopicMetadata(
@@ -69,6 +72,7 @@ class LocalMetadataStore(MetadataStore):
             "cluster_id": self._cluster_id,
             "broker_configs": self._broker_configs,
             "cluster_default_broker_configs": self._cluster_default_configs,
+            "next_producer_id": self._next_producer_id,
             "topics": [
                 {
                     "name": t.name,
@@ -175,6 +179,13 @@ class LocalMetadataStore(MetadataStore):
             self._broker_configs = dict(configs)
         self._save()
         self._publish(BrokerConfigChanged(dict(configs), cluster_default))
+
+    async def allocate_producer_ids(self, count: int) -> range:
+        block = range(self._next_producer_id, self._next_producer_id + count)
+        # Advanced before the save: should it fail, the block is skipped, never handed out.
+        self._next_producer_id = block.stop
+        self._save()
+        return block
 
 
 def _new_cluster_id() -> str:

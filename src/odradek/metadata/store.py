@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from odradek.metadata.model import BrokerInfo, TopicMetadata
@@ -56,11 +56,17 @@ class UnknownTopicError(Exception):
     """UNKNOWN_TOPIC_OR_PARTITION"""
 
 
+# Producer ids are reserved in blocks of this many (Kafka's ProducerIdManager): the store is
+# written once per thousand idempotent producers, not once per producer.
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
 class MetadataStore(abc.ABC):
     """Cluster metadata. Not thread-safe: used from the broker's event loop only."""
 
     def __init__(self) -> None:
         self._subscribers: list[Callable[[MetadataEvent], None]] = []
+        self._producer_ids: Iterator[int] = iter(())
 
     def subscribe(self, callback: Callable[[MetadataEvent], None]) -> None:
         self._subscribers.append(callback)
@@ -116,6 +122,20 @@ class MetadataStore(abc.ABC):
     async def set_broker_configs(
         self, configs: dict[str, str], *, cluster_default: bool = False
     ) -> None: ...
+
+    @abc.abstractmethod
+    async def allocate_producer_ids(self, count: int) -> range:
+        """Reserves the next ``count`` producer ids for this broker, durably: no id is ever
+        reserved twice in the cluster, restarts included (KIP-98)."""
+
+    async def generate_producer_id(self) -> int:
+        """A producer id never handed out before (InitProducerId), from this broker's block.
+
+        Two callers refilling the block at once each reserve one and the first block's rest
+        goes unused: ids are skipped, never reused."""
+        while (producer_id := next(self._producer_ids, None)) is None:
+            self._producer_ids = iter(await self.allocate_producer_ids(PRODUCER_ID_BLOCK_SIZE))
+        return producer_id
 
     def close(self) -> None:
         """Releases what the backend holds (a ZooKeeper session)."""

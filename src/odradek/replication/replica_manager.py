@@ -5,26 +5,45 @@ Handlers reach the logs only through here. A fetch that cannot be answered yet (
 soon as any of the watched partitions receives data, so a long poll answers when the data
 arrives and not at its timeout (Kafka's DelayedFetch).
 
+Producers idle for ``producer.id.expiration.ms`` are forgotten every
+``producer.id.expiration.check.interval.ms`` (Kafka's scheduled task), checked at the first
+append after each interval rather than on a timer: with no appends, nothing is added to
+forget.
+
 This class is not thread-safe: the broker's event loop owns it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from odradek.log import LogConfig, LogManager
+from odradek.log import LogAppendInfo, LogConfig, LogManager
+from odradek.log.producer_state import ProducerStateManager
 from odradek.replication.partition import Partition, TopicPartition
+
+logger = logging.getLogger(__name__)
 
 
 class ReplicaManager:
-    def __init__(self, node_id: int, log_manager: LogManager, clock: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        log_manager: LogManager,
+        clock: Callable[[], int],
+        broker_config: Callable[[str], Any],
+    ) -> None:
+        """``broker_config`` gives a broker config's current value by name (they may change
+        at runtime)."""
         self.node_id = node_id
         self.log_manager = log_manager
         self.clock = clock
+        self._broker_config = broker_config
         self._partitions: dict[TopicPartition, Partition] = {}
         self._fetch_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._next_producer_expiration_check_ms = 0
 
     def get_partition(self, topic_partition: TopicPartition) -> Partition | None:
         return self._partitions.get(topic_partition)
@@ -44,6 +63,16 @@ class ReplicaManager:
         log = self.log_manager.get_or_create(
             topic_partition.topic, topic_partition.partition, log_config
         )
+        try:
+            producer_state = ProducerStateManager.load(
+                log, now_ms=self.clock(),
+                producer_id_expiration_ms=self._broker_config("producer.id.expiration.ms"),
+            )
+        except OSError as e:
+            # The log's dir failed: its appends fail with KAFKA_STORAGE_ERROR, so there is no
+            # producer to check until a restart finds the dir healthy.
+            logger.error("%s: cannot load the producer state: %s", topic_partition, e)
+            producer_state = ProducerStateManager(log.directory)
         partition = Partition(
             topic_partition,
             log,
@@ -51,6 +80,7 @@ class ReplicaManager:
             leader_epoch=leader_epoch,
             isr=isr,
             topic_config=topic_config,
+            producer_state=producer_state,
         )
         self._partitions[topic_partition] = partition
         return partition
@@ -68,13 +98,31 @@ class ReplicaManager:
         if delete:
             self.log_manager.delete_partition(topic_partition.topic, topic_partition.partition)
         else:
+            partition.snapshot_producer_state()
             partition.log.close()
         self._wake(topic_partition)
 
-    def append(self, partition: Partition, records: bytearray):
-        info = partition.append_records_to_leader(records, self.clock())
+    def append(self, partition: Partition, records: bytearray) -> LogAppendInfo:
+        now_ms = self.clock()
+        if now_ms >= self._next_producer_expiration_check_ms:
+            self._remove_expired_producers(now_ms)
+        info = partition.append_records_to_leader(records, now_ms)
         self._wake(partition.topic_partition)
         return info
+
+    def _remove_expired_producers(self, now_ms: int) -> None:
+        expiration_ms = self._broker_config("producer.id.expiration.ms")
+        for partition in self._partitions.values():
+            partition.producer_state.remove_expired_producers(now_ms, expiration_ms)
+        self._next_producer_expiration_check_ms = (
+            now_ms + self._broker_config("producer.id.expiration.check.interval.ms")
+        )
+
+    def shutdown(self) -> None:
+        """A clean stop: snapshots every partition's producer state, before the LogManager
+        closes the logs."""
+        for partition in self._partitions.values():
+            partition.snapshot_producer_state()
 
     # -- delayed fetch -----------------------------------------------------------------
 

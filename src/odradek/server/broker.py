@@ -5,7 +5,12 @@ manager and the listener — and turns metadata events into partition changes: a
 topic gets its logs, a deleted one loses them, a changed config reaches every partition.
 
 Lifecycle: ``await start()`` binds the listener and opens the logs; ``await stop()`` stops
-accepting, answers the requests already received, then flushes and closes every log.
+accepting, answers the requests already received, then flushes and closes every log and
+leaves each log dir's clean shutdown marker. In between, background tasks do the log's
+periodic work, as Kafka's scheduler does: retention, flushing dirty logs (``flush.ms`` and
+rolled segments; the fsync runs on an executor thread so the event loop never waits for the
+disk), writing the recovery point and log start offset checkpoints, and removing deleted
+segments' files after ``file.delete.delay.ms``.
 """
 
 from __future__ import annotations
@@ -13,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from odradek.log import LogManager
+from odradek.coordinator.group import GROUP_TICK_MS, group_coordinator_over
+from odradek.log import KafkaStorageError, LogManager
 from odradek.metadata.local import LocalMetadataStore
 from odradek.metadata.model import BrokerInfo, TopicMetadata
 from odradek.metadata.store import (
@@ -40,6 +46,14 @@ log = logging.getLogger(__name__)
 # which clients keep to a few hundred milliseconds) before closing connections anyway.
 SHUTDOWN_DRAIN_SECONDS = 5.0
 
+# Dirty logs are looked at least this often, whatever log.flush.scheduler.interval.ms says
+# (Kafka's default: never), so that a topic's flush.ms works on its own and a rolled segment
+# is fsynced soon after the roll.
+MAX_FLUSH_CHECK_SECONDS = 1.0
+
+# Deleted segments' files are looked at this often: file.delete.delay.ms holds to within it.
+FILE_DELETE_CHECK_SECONDS = 1.0
+
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -50,8 +64,15 @@ class Broker:
         self.config = config
         self.clock = clock
         self.node_id: int = config.node_id
-        self.log_manager = LogManager(config.log_dirs, clock=clock)
-        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, clock)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.log_manager = LogManager(
+            config.log_dirs, clock=clock, call_soon_threadsafe=self._call_soon_threadsafe
+        )
+        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, clock, config.get)
+        # Consumer groups and their offsets, kept in __consumer_offsets.
+        self.group_coordinator = group_coordinator_over(
+            self.replica_manager, lambda name: self.metadata.topic(name) if self.metadata else None,
+            config.get, clock)
         self.metadata: MetadataStore | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[Connection] = set()
@@ -65,7 +86,7 @@ class Broker:
         listener = self.config.listeners[0]
         dispatcher = Dispatcher(self)
         max_request_bytes = self.config.get("socket.request.max.bytes")
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: self._track(Connection(dispatcher, max_request_bytes, self._connections.discard)),
             host=listener.host or None,
@@ -86,11 +107,17 @@ class Broker:
         self.config.set_dynamic(self.metadata.broker_configs(cluster_default=True),
                                 per_broker=False)
         self.config.set_dynamic(self.metadata.broker_configs())
-        self.log_manager.load_all(lambda topic: to_log_config(self.topic_config(topic)))
-        for topic in self.metadata.topics().values():
+        topics = self.metadata.topics().values()
+        self.log_manager.load_all(
+            lambda topic: to_log_config(self.topic_config(topic)),
+            hosted=[(topic.name, state.partition) for topic in topics
+                    for state in topic.partitions if state.leader == self.node_id],
+        )
+        for topic in topics:
             self._host_partitions(topic, topic.partitions)
         self.metadata.subscribe(self._on_metadata_event)
-        self._background.append(asyncio.create_task(self._retention_loop()))
+        self.group_coordinator.startup()  # replays the __consumer_offsets partitions led here
+        self._start_background_tasks()
         await self._server.start_serving()
         log.info("odradek broker %d listening on %s:%d (cluster %s)",
                  self.node_id, self.host, self.port, self.metadata.cluster_id)
@@ -103,6 +130,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         self._background.clear()
+        self.group_coordinator.shutdown()  # a JoinGroup or SyncGroup waiting is answered now
         connections = list(self._connections)
         if connections:
             await asyncio.wait(
@@ -112,25 +140,78 @@ class Broker:
         for connection in connections:
             connection.close()
         await self._server.wait_closed()
-        self.log_manager.flush_all()
-        self.log_manager.close_all()
+        self.replica_manager.shutdown()  # producer state snapshots, before the logs close
+        self.log_manager.close_all()  # flush, checkpoints, clean shutdown markers
         if self.metadata is not None:
             self.metadata.close()
         self._server = None
         log.info("odradek broker %d stopped", self.node_id)
 
-    async def _retention_loop(self) -> None:
-        """Deletes segments past retention.ms / retention.bytes every
-        log.retention.check.interval.ms (Kafka's kafka-log-retention task)."""
+    def _call_soon_threadsafe(self, callback: Callable[[], object]) -> None:
+        """Hands work from another thread (a flush) to the event loop."""
+        self._loop.call_soon_threadsafe(callback)
+
+    # -- background tasks --------------------------------------------------------------
+
+    def _start_background_tasks(self) -> None:
+        get = self.config.get
+        for name, interval_seconds, work in [
+            ("kafka-log-retention",
+             lambda: get("log.retention.check.interval.ms") / 1000, self._delete_old_segments),
+            ("kafka-log-flusher",
+             lambda: min(get("log.flush.scheduler.interval.ms") / 1000, MAX_FLUSH_CHECK_SECONDS),
+             self._flush_dirty_logs),
+            # Both checkpoints are written together, at the shorter of their intervals: how
+            # much a restart after a crash recovers again, and how long a crash may forget
+            # a DeleteRecords.
+            ("kafka-recovery-point-checkpoint",
+             lambda: min(get("log.flush.offset.checkpoint.interval.ms"),
+                         get("log.flush.start.offset.checkpoint.interval.ms")) / 1000,
+             self._write_checkpoints),
+            ("kafka-delete-logs",
+             lambda: FILE_DELETE_CHECK_SECONDS, self._delete_due_files),
+            ("group-coordinator", lambda: GROUP_TICK_MS / 1000, self._tick_group_coordinator),
+        ]:
+            self._background.append(
+                asyncio.create_task(self._every(name, interval_seconds, work), name=name)
+            )
+
+    @staticmethod
+    async def _every(
+        name: str, interval_seconds: Callable[[], float], work: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Runs ``work`` every interval (read again each time: configs change at runtime)."""
         while True:
-            await asyncio.sleep(self.config.get("log.retention.check.interval.ms") / 1000)
+            await asyncio.sleep(interval_seconds())
             try:
-                deleted = self.log_manager.delete_old_segments()
+                await work()
             except OSError:
-                log.exception("retention check failed")
-                continue
-            if deleted:
-                log.info("retention deleted %d segments", deleted)
+                log.exception("%s failed", name)
+
+    async def _delete_old_segments(self) -> None:
+        """retention.ms / retention.bytes (Kafka's kafka-log-retention task)."""
+        deleted = self.log_manager.delete_old_segments()
+        if deleted:
+            log.info("retention deleted %d segments", deleted)
+
+    async def _flush_dirty_logs(self) -> None:
+        """flush.ms and rolled segments, one fsync at a time, off the event loop."""
+        for partition_log, offset in self.log_manager.logs_to_flush():
+            try:
+                await self._loop.run_in_executor(None, partition_log.flush_to, offset)
+            except KafkaStorageError:
+                continue  # the log said why; its dir is going offline
+
+    async def _write_checkpoints(self) -> None:
+        snapshot = self.log_manager.checkpoint_snapshot()
+        await self._loop.run_in_executor(None, self.log_manager.write_checkpoints, snapshot)
+
+    async def _delete_due_files(self) -> None:
+        self.log_manager.delete_due_files()
+
+    async def _tick_group_coordinator(self) -> None:
+        """Group sessions, rebalance timeouts and offset retention."""
+        self.group_coordinator.tick()
 
     def _track(self, connection: Connection) -> Connection:
         self._connections.add(connection)

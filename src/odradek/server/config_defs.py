@@ -479,6 +479,8 @@ _BROKER_ROWS = (
     ConfigDef("log.flush.interval.messages", _L, LONG_MAX, "Messages accumulated in a partition before they are fsynced.", Range(1)),
     ConfigDef("log.flush.interval.ms", _L, None, "Maximum time a message stays unflushed; defaults to log.flush.scheduler.interval.ms."),
     ConfigDef("log.flush.scheduler.interval.ms", _L, LONG_MAX, "How often the flusher checks whether a log needs an fsync."),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", _I, 60000, "How often the recovery points of the logs are written to the recovery-point checkpoint.", Range(0)),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", _I, 60000, "How often the log start offsets are written to the log-start-offset checkpoint.", Range(0)),
     ConfigDef("log.segment.delete.delay.ms", _L, 60000, "Time to wait before deleting a file from the filesystem.", Range(0)),
     ConfigDef("log.preallocate", _B, False, "Whether to preallocate the file on disk when creating a segment."),
     ConfigDef("log.message.timestamp.type", _S, "CreateTime", "Default timestamp type of topics: CreateTime or LogAppendTime.", _TIMESTAMP_TYPES),

@@ -1,4 +1,5 @@
-"""OffsetIndex and TimeIndex: relative offsets on disk, floor lookups, truncation, reload."""
+"""OffsetIndex and TimeIndex: relative offsets on disk, floor lookups, truncation, reload,
+and files written only when asked (persist), holding no descriptor."""
 
 from __future__ import annotations
 
@@ -17,21 +18,18 @@ MAX_INDEX_SIZE = 10 * 1024 * 1024
 
 @pytest.fixture
 def offset_index(tmp_path):
-    index = OffsetIndex(tmp_path / "00000000000000000050.index", 50, MAX_INDEX_SIZE)
-    yield index
-    index.close()
+    return OffsetIndex(tmp_path / "00000000000000000050.index", 50, MAX_INDEX_SIZE)
 
 
 @pytest.fixture
 def time_index(tmp_path):
-    index = TimeIndex(tmp_path / "00000000000000000050.timeindex", 50, MAX_INDEX_SIZE)
-    yield index
-    index.close()
+    return TimeIndex(tmp_path / "00000000000000000050.timeindex", 50, MAX_INDEX_SIZE)
 
 
 def test_offsets_are_stored_relative_to_the_base_offset(offset_index, time_index):
     offset_index.append(55, 4200)
     time_index.maybe_append(1_700_000_000_000, 55)
+    assert offset_index.persist() and time_index.persist()
     assert offset_index.path.read_bytes() == bytes.fromhex("00000005 00001068")
     assert time_index.path.read_bytes() == bytes.fromhex("0000018bcfe56800 00000005")
 
@@ -67,26 +65,43 @@ def test_truncate_to_removes_entries_at_and_after_the_offset(offset_index, time_
     for offset, position in [(52, 100), (60, 900), (71, 2000)]:
         offset_index.append(offset, position)
         time_index.maybe_append(offset * 10, offset)
+    offset_index.persist()
+    time_index.persist()
     offset_index.truncate_to(60)
     time_index.truncate_to(61)
     assert offset_index.last_entry == OffsetPosition(52, 100)
     assert time_index.last_entry == TimestampOffset(600, 60)
+    assert offset_index.persist() and time_index.persist()
     assert len(offset_index.path.read_bytes()) == 8
     assert len(time_index.path.read_bytes()) == 24
+
+
+def test_entries_reach_the_file_at_persist_and_only_those_it_lacks(offset_index):
+    offset_index.append(52, 100)
+    assert not offset_index.path.exists()  # in memory only, no descriptor held
+    assert offset_index.persist()
+    assert not offset_index.persist()  # nothing new
+    offset_index.append(60, 900)
+    assert len(offset_index.path.read_bytes()) == 8
+    assert offset_index.persist()
+    assert offset_index.path.read_bytes() == bytes.fromhex("00000002 00000064 0000000a 00000384")
+
+
+def test_a_new_index_without_entries_persists_as_an_empty_file(offset_index):
+    assert offset_index.persist()
+    assert offset_index.path.read_bytes() == b""
 
 
 def test_an_index_reloads_its_entries_from_its_file(tmp_path, offset_index, time_index):
     offset_index.append(52, 100)
     offset_index.append(60, 900)
     time_index.maybe_append(1_000, 52)
+    offset_index.persist()
+    time_index.persist()
     reloaded = OffsetIndex(offset_index.path, 50, MAX_INDEX_SIZE)
     reloaded_time = TimeIndex(time_index.path, 50, MAX_INDEX_SIZE)
-    try:
-        assert reloaded.lookup(65) == OffsetPosition(60, 900)
-        assert reloaded_time.lookup(1_500) == TimestampOffset(1_000, 52)
-    finally:
-        reloaded.close()
-        reloaded_time.close()
+    assert reloaded.lookup(65) == OffsetPosition(60, 900)
+    assert reloaded_time.lookup(1_500) == TimestampOffset(1_000, 52)
 
 
 def test_an_index_file_of_impossible_length_is_corrupt(tmp_path):
@@ -98,13 +113,10 @@ def test_an_index_file_of_impossible_length_is_corrupt(tmp_path):
 
 def test_an_index_is_full_at_segment_index_bytes(tmp_path):
     index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 20)
-    try:
-        index.append(1, 10)
-        assert not index.is_full
-        index.append(2, 20)
-        assert index.is_full  # 20 bytes hold two 8-byte entries
-    finally:
-        index.close()
+    index.append(1, 10)
+    assert not index.is_full
+    index.append(2, 20)
+    assert index.is_full  # 20 bytes hold two 8-byte entries
 
 
 def test_a_read_may_skip_to_the_last_indexed_batch_below_both_limits(offset_index):

@@ -1,15 +1,32 @@
-"""LogManager: finding partitions in the log dirs, placing new ones, deleting, checkpoints."""
+"""LogManager: finding partitions in the log dirs, placing new ones, deleting, checkpoints,
+the clean shutdown marker, failed log dirs (JBOD), delayed file deletion, flush scheduling."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from odradek.log import LogConfig, LogDirConflictError, LogManager, parse_partition_dir
+from odradek.log import (
+    KafkaStorageError,
+    LogConfig,
+    LogDirConflictError,
+    LogManager,
+    parse_partition_dir,
+)
 from odradek.log.checkpoint import (
     CorruptCheckpointError,
     read_offsets_checkpoint,
     write_offsets_checkpoint,
 )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now_ms = 1_000
+
+    def __call__(self) -> int:
+        return self.now_ms
 
 
 @pytest.fixture
@@ -18,14 +35,31 @@ def log_dirs(tmp_path):
 
 
 @pytest.fixture
-def manager(log_dirs):
-    manager = LogManager(log_dirs, clock=lambda: 1_000)
-    yield manager
-    manager.close_all()
+def clock():
+    return Clock()
 
 
 def config_for(topic: str) -> LogConfig:
     return LogConfig()
+
+
+def started(log_dirs, clock=lambda: 0, hosted=(), **kwargs) -> LogManager:
+    manager = LogManager(log_dirs, clock=clock, **kwargs)
+    manager.load_all(config_for, hosted)
+    return manager
+
+
+@pytest.fixture
+def manager(log_dirs, clock):
+    manager = started(log_dirs, clock)
+    yield manager
+    manager.close_all()
+
+
+def append(log, make_batch, count: int = 1) -> None:
+    for _ in range(count):
+        log.append(make_batch([b"v" * 50]), leader_epoch=0, now_ms=0)
+    log.high_watermark = log.log_end_offset
 
 
 @pytest.mark.parametrize(
@@ -46,10 +80,9 @@ def test_the_partition_is_what_follows_the_last_dash(name, expected):
 
 
 def test_load_all_opens_every_partition_directory_in_every_log_dir(log_dirs, make_batch):
-    first = LogManager(log_dirs, clock=lambda: 0)
+    first = started(log_dirs)
     for topic, partition in [("orders-eu", 0), ("orders-eu", 1), ("metrics.cpu", 7)]:
-        log = first.get_or_create(topic, partition, LogConfig())
-        log.append(make_batch(), leader_epoch=0, now_ms=0)
+        append(first.get_or_create(topic, partition, LogConfig()), make_batch)
     first.close_all()
     (log_dirs[0] / "lost+found").mkdir()
     (log_dirs[0] / "notes.txt").write_text("not a partition")
@@ -68,6 +101,17 @@ def test_new_partitions_go_to_the_log_dir_holding_the_fewest(manager, log_dirs):
     assert manager.partitions_in_dir(log_dirs[0]) == [("orders", 0), ("orders", 2)]
     assert manager.partitions_in_dir(log_dirs[1]) == [("orders", 1), ("orders", 3)]
     assert (log_dirs[1] / "orders-3" / "00000000000000000000.log").exists()
+
+
+def test_placement_counts_the_partitions_found_at_load(log_dirs):
+    first = started(log_dirs)
+    for partition in range(3):  # 0 and 2 in the first dir, 1 in the second
+        first.get_or_create("orders", partition, LogConfig())
+    first.close_all()
+    manager = started(log_dirs)
+    manager.get_or_create("orders", 3, LogConfig())
+    assert manager.partitions_in_dir(log_dirs[1]) == [("orders", 1), ("orders", 3)]
+    manager.close_all()
 
 
 def test_get_or_create_returns_the_existing_log(manager):
@@ -112,11 +156,9 @@ def test_the_same_partition_in_two_log_dirs_refuses_to_load(log_dirs):
 
 
 def test_the_log_start_offset_survives_a_restart(log_dirs, make_batch):
-    manager = LogManager(log_dirs, clock=lambda: 0)
+    manager = started(log_dirs)
     log = manager.get_or_create("orders", 0, LogConfig())
-    for _ in range(5):
-        log.append(make_batch(), leader_epoch=0, now_ms=0)
-    log.high_watermark = log.log_end_offset
+    append(log, make_batch, 5)
     log.delete_records_before(3)
     manager.close_all()
 
@@ -134,3 +176,229 @@ def test_checkpoint_files_use_kafkas_text_format(tmp_path):
     path.write_text("0\n3\norders 0 1200\n")
     with pytest.raises(CorruptCheckpointError):
         read_offsets_checkpoint(path)
+
+
+# -- clean shutdown and recovery points ----------------------------------------------------
+
+def test_a_clean_shutdown_leaves_the_marker_and_the_recovery_points_in_each_log_dir(
+    log_dirs, make_batch
+):
+    manager = started(log_dirs)
+    append(manager.get_or_create("orders", 0, LogConfig()), make_batch, 3)
+    manager.get_or_create("orders", 1, LogConfig())
+    manager.close_all()
+    assert (log_dirs[0] / ".kafka_cleanshutdown").exists()
+    assert (log_dirs[1] / ".kafka_cleanshutdown").exists()
+    assert (log_dirs[0] / "recovery-point-offset-checkpoint").read_text() == "0\n1\norders 0 3\n"
+    assert (log_dirs[1] / "recovery-point-offset-checkpoint").read_text() == "0\n1\norders 1 0\n"
+
+
+def test_loading_removes_the_marker_so_a_crash_after_the_start_is_unclean(log_dirs):
+    started(log_dirs).close_all()
+    manager = started(log_dirs)
+    assert not (log_dirs[0] / ".kafka_cleanshutdown").exists()
+    assert not (log_dirs[1] / ".kafka_cleanshutdown").exists()
+    manager.close_all()
+
+
+def _spy_recoveries(monkeypatch) -> list[tuple[str, int]]:
+    from odradek.log.segment import LogSegment
+
+    recovered: list[tuple[str, int]] = []
+    original = LogSegment.recover
+
+    def recover(segment):
+        recovered.append((segment.directory.name, segment.base_offset))
+        return original(segment)
+
+    monkeypatch.setattr(LogSegment, "recover", recover)
+    return recovered
+
+
+def test_after_a_clean_shutdown_nothing_is_recovered(log_dirs, make_batch, monkeypatch):
+    manager = started(log_dirs)
+    append(manager.get_or_create("orders", 0, LogConfig(segment_bytes=300)), make_batch, 10)
+    manager.close_all()
+    recovered = _spy_recoveries(monkeypatch)
+    manager = LogManager(log_dirs, clock=lambda: 0)
+    logs = manager.load_all(lambda topic: LogConfig(segment_bytes=300))
+    assert recovered == []
+    assert logs[("orders", 0)].log_end_offset == 10
+    assert logs[("orders", 0)].recovery_point == 10
+    manager.close_all()
+
+
+def test_after_a_crash_only_segments_at_or_above_the_recovery_point_are_recovered(
+    log_dirs, make_batch, monkeypatch
+):
+    config = LogConfig(segment_bytes=300)  # two 121-byte batches per segment
+    manager = started(log_dirs)
+    log = manager.get_or_create("orders", 0, config)
+    append(log, make_batch, 5)
+    log.flush_to(log.log_end_offset)  # offsets 0..4 are on disk
+    manager.write_checkpoints(manager.checkpoint_snapshot())
+    append(log, make_batch, 5)  # offsets 5..9: in the page cache only
+    assert [s.base_offset for s in log.segments] == [0, 2, 4, 6, 8]
+    manager.files.close_all()  # the process dies: nothing closed, nothing written
+
+    recovered = _spy_recoveries(monkeypatch)
+    manager = LogManager(log_dirs, clock=lambda: 0)
+    logs = manager.load_all(lambda topic: config)
+    # Recovery point 5 lies in segment 4: it and everything after are recovered.
+    assert recovered == [("orders-0", 4), ("orders-0", 6), ("orders-0", 8)]
+    assert logs[("orders", 0)].log_end_offset == 10
+    assert logs[("orders", 0)].recovery_point == 5
+    manager.close_all()
+
+
+# -- failed log dirs (JBOD) ----------------------------------------------------------------
+
+def test_a_failed_log_dir_takes_its_partitions_offline_and_the_other_dir_keeps_serving(
+    manager, log_dirs, make_batch, caplog
+):
+    healthy, failing, _, neighbour = (
+        manager.get_or_create("orders", p, LogConfig(segment_bytes=300)) for p in range(4)
+    )
+    assert manager.partitions_in_dir(log_dirs[1]) == [("orders", 1), ("orders", 3)]
+    append(failing, make_batch, 2)  # the segment is full
+    os.rename(log_dirs[1], log_dirs[1].with_name("data-b-pulled"))  # the disk is gone
+
+    with pytest.raises(KafkaStorageError):
+        append(failing, make_batch)  # the roll must create a file in the vanished dir
+    assert manager.offline_dirs.keys() == {log_dirs[1]}
+    assert "orders-1" in caplog.text and "KAFKA_STORAGE_ERROR" in caplog.text
+    with pytest.raises(KafkaStorageError):
+        neighbour.read(0, 1000)  # its descriptor was still open: offline all the same
+    append(healthy, make_batch, 3)
+    assert healthy.read(0, 10_000).records
+    # New partitions go to the dirs still online.
+    manager.get_or_create("orders", 4, LogConfig())
+    assert manager.partitions_in_dir(log_dirs[0])[-1] == ("orders", 4)
+
+
+def test_a_flush_failing_on_another_thread_takes_the_dir_offline_on_the_owners(
+    log_dirs, make_batch
+):
+    handed_over = []
+    manager = started(log_dirs, call_soon_threadsafe=handed_over.append)
+    log = manager.get_or_create("orders", 0, LogConfig())
+    append(log, make_batch)
+    os.rename(log_dirs[0], log_dirs[0].with_name("data-a-pulled"))
+    with pytest.raises(KafkaStorageError):
+        log.flush_to(log.log_end_offset)
+    assert manager.offline_dirs == {}  # nothing done on the flush thread...
+    [callback] = handed_over
+    callback()  # ...until the owner runs what was handed over
+    assert log_dirs[0] in manager.offline_dirs
+    with pytest.raises(KafkaStorageError):
+        log.read(0, 100)
+
+
+def test_a_missing_log_dir_that_held_hosted_partitions_stays_offline(log_dirs, make_batch):
+    manager = started(log_dirs)
+    append(manager.get_or_create("orders", 0, LogConfig()), make_batch, 3)
+    append(manager.get_or_create("orders", 1, LogConfig()), make_batch, 3)
+    manager.close_all()
+    os.rename(log_dirs[1], log_dirs[1].with_name("data-b-pulled"))
+
+    manager = started(log_dirs, hosted=[("orders", 0), ("orders", 1)])
+    assert manager.offline_dirs.keys() == {log_dirs[1]}
+    assert not log_dirs[1].exists()  # not recreated empty
+    assert manager.get("orders", 0).log_end_offset == 3
+    stranded = manager.get_or_create("orders", 1, LogConfig())
+    assert stranded.offline_reason is not None
+    assert stranded.log_end_offset == -1
+    with pytest.raises(KafkaStorageError):
+        stranded.append(make_batch(), leader_epoch=0, now_ms=0)
+    assert not (log_dirs[0] / "orders-1").exists()  # nor recreated empty elsewhere
+    manager.close_all()
+    assert not (log_dirs[1] / ".kafka_cleanshutdown").exists()
+
+
+def test_a_missing_log_dir_holding_nothing_hosted_is_created(log_dirs):
+    started(log_dirs[:1]).close_all()
+    manager = started(log_dirs, hosted=[])
+    assert log_dirs[1].is_dir() and manager.offline_dirs == {}
+    manager.close_all()
+
+
+def test_a_log_dir_that_is_not_a_directory_is_offline_at_startup(log_dirs, make_batch):
+    log_dirs[1].parent.mkdir(parents=True, exist_ok=True)
+    log_dirs[1].write_text("a file where a disk should be mounted")
+    manager = started(log_dirs)
+    assert manager.offline_dirs.keys() == {log_dirs[1]}
+    append(manager.get_or_create("orders", 0, LogConfig()), make_batch)
+    assert manager.partitions_in_dir(log_dirs[0]) == [("orders", 0)]
+    manager.close_all()
+
+
+# -- file deletion and flush scheduling ------------------------------------------------------
+
+def test_deleted_segments_are_renamed_and_removed_after_file_delete_delay_ms(
+    log_dirs, clock, make_batch
+):
+    manager = started(log_dirs, clock)
+    config = LogConfig(segment_bytes=300, retention_bytes=300, file_delete_delay_ms=60_000)
+    log = manager.get_or_create("orders", 0, config)
+    append(log, make_batch, 7)
+    assert manager.delete_old_segments() == 2
+    directory = log_dirs[0] / "orders-0"
+    assert sorted(p.name for p in directory.glob("*.deleted")) == [
+        "00000000000000000000.index.deleted", "00000000000000000000.log.deleted",
+        "00000000000000000000.timeindex.deleted", "00000000000000000002.index.deleted",
+        "00000000000000000002.log.deleted", "00000000000000000002.timeindex.deleted",
+    ]
+    assert log.log_start_offset == 4
+    clock.now_ms += 59_999
+    assert manager.delete_due_files() == 0
+    clock.now_ms += 1
+    assert manager.delete_due_files() == 2
+    assert list(directory.glob("*.deleted")) == []
+    manager.close_all()
+
+
+def test_deleted_files_left_by_a_crash_are_removed_at_load(log_dirs, clock, make_batch):
+    manager = started(log_dirs, clock)
+    log = manager.get_or_create("orders", 0, LogConfig(segment_bytes=300, retention_bytes=300))
+    append(log, make_batch, 7)
+    manager.delete_old_segments()
+    manager.files.close_all()  # killed before the delay was over
+    started(log_dirs, clock).close_all()
+    assert list((log_dirs[0] / "orders-0").glob("*.deleted")) == []
+
+
+def test_logs_are_due_for_a_flush_after_flush_ms_flush_messages_or_a_roll(
+    log_dirs, clock, make_batch
+):
+    manager = started(log_dirs, clock)
+    timed = manager.get_or_create("timed", 0, LogConfig(flush_ms=5_000))
+    rolled = manager.get_or_create("rolled", 0, LogConfig(segment_bytes=300))
+    counted = manager.get_or_create("counted", 0, LogConfig(flush_messages=2))
+    idle = manager.get_or_create("idle", 0, LogConfig(flush_ms=0))
+    append(timed, make_batch)
+    append(rolled, make_batch, 3)  # a second segment starts at offset 2
+    append(counted, make_batch, 2)  # as an acks=0 produce leaves it: nobody flushed
+    assert manager.logs_to_flush() == [(rolled, 2), (counted, 2)]
+    clock.now_ms += 5_000
+    due = manager.logs_to_flush()
+    assert due == [(timed, 1), (rolled, 2), (counted, 2)]
+    for log, offset in due:
+        log.flush_to(offset)
+    assert manager.logs_to_flush() == []  # flush.ms counts again from now
+    assert [log.recovery_point for log in (timed, rolled, counted, idle)] == [1, 3, 2, 0]
+    manager.close_all()
+
+
+def test_segment_descriptors_stay_within_the_bound_however_many_partitions(log_dirs, make_batch):
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_descriptors()
+    manager = started(log_dirs, max_open_files=10)
+    for partition in range(50):
+        append(manager.get_or_create("orders", partition, LogConfig()), make_batch)
+    assert len(manager.files) == 10
+    assert open_descriptors() - before <= 10
+    assert all(manager.get("orders", p).read(0, 1000).records for p in range(50))
+    manager.close_all()
+    assert open_descriptors() == before

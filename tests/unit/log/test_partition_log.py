@@ -8,6 +8,7 @@ import os
 import pytest
 
 from odradek.log import (
+    KafkaStorageError,
     LogConfig,
     OffsetAndTimestamp,
     OffsetOutOfRangeError,
@@ -116,18 +117,52 @@ def test_bytes_that_are_not_whole_batches_are_refused(open_log, make_batch):
     assert log.log_end_offset == 0 and log.size_in_bytes == 0
 
 
-def test_flush_messages_1_fsyncs_every_append(open_log, make_batch):
+def test_an_append_reaching_flush_messages_asks_for_a_flush(open_log, make_batch):
+    log = open_log(LogConfig(flush_messages=2))
+    first = log.append(make_batch(), leader_epoch=0, now_ms=0)
+    second = log.append(make_batch(), leader_epoch=0, now_ms=0)
+    assert (first.needs_flush, second.needs_flush) == (False, True)
+    log.flush_to(second.last_offset + 1)
+    assert log.recovery_point == 2
+    assert not log.append(make_batch(), leader_epoch=0, now_ms=0).needs_flush
+
+
+def test_appends_never_fsync_themselves(open_log, make_batch):
     log = open_log(LogConfig(flush_messages=1))
-    append_batches(log, make_batch, 3)
-    assert log.recovery_point == 3
+    info = log.append(make_batch(), leader_epoch=0, now_ms=0)
+    assert info.needs_flush
+    assert log.recovery_point == 0  # flush_to is the caller's, off the event loop
 
 
-def test_by_default_appends_do_not_flush(open_log, make_batch):
+def test_flush_to_moves_the_recovery_point_to_everything_written_before_it(
+    open_log, make_batch
+):
     log = open_log()
     append_batches(log, make_batch, 3)
-    assert log.recovery_point == 0
-    log.flush()
-    assert log.recovery_point == 3
+    log.flush_to(1)
+    assert log.recovery_point == 3  # one fsync covers all that was written
+    log.flush_to(2)  # already on disk: returns at once
+
+
+def test_flush_to_may_run_on_another_thread_while_the_owner_appends(open_log, make_batch):
+    import threading
+
+    log = open_log(LogConfig(segment_bytes=400))
+    flushes = []
+
+    def flush_repeatedly():
+        for _ in range(50):
+            offset = log.log_end_offset
+            log.flush_to(offset)
+            flushes.append((offset, log.recovery_point))
+
+    flusher = threading.Thread(target=flush_repeatedly)
+    flusher.start()
+    append_batches(log, make_batch, 200)
+    flusher.join()
+    log.flush_to(log.log_end_offset)
+    assert log.recovery_point == 200
+    assert all(recovery_point >= offset for offset, recovery_point in flushes)
 
 
 # -- rolling -------------------------------------------------------------------------------
@@ -295,6 +330,37 @@ def test_a_batch_with_a_bad_crc_and_all_after_it_are_cut_at_reopen(open_log, mak
     reopened = open_log()
     assert reopened.log_end_offset == 2
     assert offsets_of(reopened.read(0, 10_000).records) == [(0, 0), (1, 1)]
+
+
+def test_a_cut_in_an_older_segment_deletes_every_segment_after_it(open_log, make_batch, caplog):
+    config = LogConfig(segment_bytes=300)  # two batches per segment
+    log = open_log(config)
+    append_batches(log, make_batch, 6)
+    assert [s.base_offset for s in log.segments] == [0, 2, 4]
+    middle = log.segments[1].log_path
+    size = len(make_batch([b"v" * 50]))
+    log.close()
+    with open(middle, "r+b") as f:  # a bad byte in offset 3's batch (an OS crash, a bad disk)
+        f.seek(2 * size - 3)
+        f.write(b"X")
+    with caplog.at_level(logging.WARNING):
+        reopened = open_log(config)  # recovery point 0: every segment is checked
+    assert reopened.log_end_offset == 3
+    assert [s.base_offset for s in reopened.segments] == [0, 2]
+    assert "deleting the 1 segments after it" in caplog.text
+    assert not (log.directory / "00000000000000000004.log").exists()
+
+
+def test_an_offline_log_refuses_every_operation_and_keeps_its_offsets(open_log, make_batch):
+    log = open_log()
+    append_batches(log, make_batch, 2)
+    log.take_offline("the disk failed")
+    for operation in (lambda: log.read(0, 100), lambda: log.append(make_batch(), leader_epoch=0,
+                      now_ms=0), lambda: log.offset_for_timestamp(0), log.roll,
+                      lambda: log.delete_records_before(1)):
+        with pytest.raises(KafkaStorageError, match="the disk failed"):
+            operation()
+    assert (log.log_start_offset, log.log_end_offset) == (0, 2)
 
 
 def test_deleted_index_files_are_rebuilt_at_reopen(open_log, make_batch, log_dir):

@@ -1,8 +1,11 @@
 """PartitionLog against a model: a list of the batches the log should hold.
 
 Hypothesis drives random appends (tiny segments, tiny indexes and a short segment.ms so that
-rolls of every kind happen), rolls, truncations, DeleteRecords, retention, torn tails and
-reopens, and checks every read, ListOffsets lookup and offset against the model.
+rolls of every kind happen), rolls, truncations, DeleteRecords, retention, flushes,
+checkpoints of the recovery point, clean reopens, crashes (a reopen without close, from the
+last checkpointed recovery point) with and without a torn tail, and checks every read,
+ListOffsets lookup and offset against the model. Two open descriptors at most are shared by
+every segment, so they are evicted and reopened all the time.
 """
 
 from __future__ import annotations
@@ -16,7 +19,14 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from odradek.log import LogConfig, OffsetOutOfRangeError, PartitionLog, RecordBatchTooLargeError
+from odradek.log import (
+    LogConfig,
+    OffsetOutOfRangeError,
+    OpenFiles,
+    PartitionLog,
+    RecordBatchTooLargeError,
+)
+from odradek.log.context import StandaloneLogContext
 from producer_batches import produce_batch
 
 
@@ -62,11 +72,23 @@ class PartitionLogMachine(RuleBasedStateMachine):
         self.batches: list[ModelBatch] = []
         self.log_start_offset = 0
         self.log_end_offset = 0
-        self.log = PartitionLog.open(self.directory, self.config, now_ms=self.now_ms)
+        self.files = OpenFiles(capacity=2)
+        self.checkpointed_recovery_point = 0
+        self.log = self._open(had_clean_shutdown=False)
+
+    def _open(self, *, had_clean_shutdown: bool) -> PartitionLog:
+        return PartitionLog.open(
+            self.directory, self.config, now_ms=self.now_ms,
+            log_start_offset=self.log_start_offset,
+            recovery_point=self.checkpointed_recovery_point,
+            had_clean_shutdown=had_clean_shutdown,
+            context=StandaloneLogContext(self.files),
+        )
 
     def teardown(self):
         if hasattr(self, "log"):
             self.log.close()
+            self.files.close_all()
             shutil.rmtree(self.tmp)
 
     # -- rules -----------------------------------------------------------------------------
@@ -141,11 +163,26 @@ class PartitionLogMachine(RuleBasedStateMachine):
         self.log_start_offset = max(self.log_start_offset, first_base_offset)
 
     @rule()
-    def reopen(self):
+    def flush(self):
+        self.log.flush_to(self.log.log_end_offset)
+        assert self.log.recovery_point == self.log_end_offset
+
+    @rule()
+    def checkpoint_the_recovery_point(self):
+        self.checkpointed_recovery_point = self.log.recovery_point
+
+    @rule()
+    def clean_shutdown_then_reopen(self):
         self.log.close()
-        self.log = PartitionLog.open(
-            self.directory, self.config, now_ms=self.now_ms, log_start_offset=self.log_start_offset
-        )
+        self.log = self._open(had_clean_shutdown=True)
+        assert self.log.recovery_point == self.log_end_offset
+
+    @rule()
+    def crash_then_reopen(self):
+        """The process dies: nothing is closed and index entries not yet written are lost;
+        the restart recovers from the last checkpointed recovery point."""
+        self.files.close_all()
+        self.log = self._open(had_clean_shutdown=False)
 
     @rule(garbage=st.one_of(st.binary(min_size=1, max_size=300), st.integers(1, 200)))
     def crash_with_a_torn_tail_then_reopen(self, garbage):
@@ -153,10 +190,10 @@ class PartitionLogMachine(RuleBasedStateMachine):
         if isinstance(garbage, int):
             garbage = bytes(produce_batch([b"x" * garbage]))[: garbage]
         path = self.log.segments[-1].log_path
-        self.log.close()
+        self.files.close_all()
         with open(path, "ab") as f:
             f.write(garbage)
-        self.reopen()
+        self.log = self._open(had_clean_shutdown=False)
 
     @precondition(lambda self: self.batches)
     @rule(data=st.data())
@@ -237,6 +274,8 @@ class PartitionLogMachine(RuleBasedStateMachine):
         assert self.log.log_end_offset == self.log_end_offset
         assert self.log.log_start_offset == self.log_start_offset
         assert self.log.high_watermark <= self.log.log_end_offset
+        assert self.log.recovery_point <= self.log.log_end_offset
+        assert len(self.files) <= 2
 
     @invariant()
     def segments_are_ordered_and_within_their_limits(self):

@@ -5,7 +5,8 @@ with the requested partitions it holds (null topics: all of them; a topic none o
 requested partitions is there is left out), each partition's size in bytes and its offset
 lag, which is how far its log end offset is behind the high watermark: 0 for a leader.
 From v4 (KIP-827) a dir also carries its file system's total and usable bytes. A dir that
-cannot be read answers KAFKA_STORAGE_ERROR alone.
+is offline (it failed, see ``LogManager``) or cannot be read answers KAFKA_STORAGE_ERROR
+alone.
 """
 
 from __future__ import annotations
@@ -35,11 +36,14 @@ def handle_describe_log_dirs(ctx: RequestContext, request) -> object:
 
 def _describe(log_manager: LogManager, log_dir: Path, wanted: set | None) -> dict:
     path = str(log_dir.absolute())
+    offline = {"error_code": ErrorCode.kafka_storage_error, "log_dir": path, "topics": []}
+    if log_dir in log_manager.offline_dirs:
+        return offline
     try:
         usage = shutil.disk_usage(log_dir)
     except OSError as exc:
         log.warning("Unable to describe replica dirs for %s: %s", path, exc)
-        return {"error_code": ErrorCode.kafka_storage_error, "log_dir": path, "topics": []}
+        return offline
     topics: dict[str, list[dict]] = {}
     for topic, index in log_manager.partitions_in_dir(log_dir):
         if wanted is not None and (topic, index) not in wanted:

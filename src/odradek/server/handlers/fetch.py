@@ -18,7 +18,7 @@ import asyncio
 
 from kio.schema.errors import ErrorCode
 
-from odradek.log import OffsetOutOfRangeError
+from odradek.log import LogError, OffsetOutOfRangeError
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
 from odradek.replication.partition import TopicPartition
@@ -93,6 +93,10 @@ def _read(ctx: RequestContext, request) -> tuple[list[dict], int, bool]:
             except OffsetOutOfRangeError:
                 partitions.append(_error(wanted.partition, ErrorCode.offset_out_of_range,
                                          partition))
+                has_error = True
+                continue
+            except LogError as e:  # KAFKA_STORAGE_ERROR: the partition's log dir failed
+                partitions.append(_error(wanted.partition, e.error_code))
                 has_error = True
                 continue
             size = len(info.records)

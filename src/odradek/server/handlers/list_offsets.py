@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from odradek.log import LogError
 from odradek.protocol.api import ApiKey
 from odradek.replication.partition import Partition, TopicPartition
 from odradek.server.handlers import RequestContext, handles
@@ -30,7 +31,11 @@ def handle_list_offsets(ctx: RequestContext, request) -> object:
             if error is not ErrorCode.none:
                 partitions.append(_answer(wanted.partition_index, error))
                 continue
-            offset, timestamp = _lookup(partition, wanted.timestamp)
+            try:
+                offset, timestamp = _lookup(partition, wanted.timestamp)
+            except LogError as e:  # KAFKA_STORAGE_ERROR: the partition's log dir failed
+                partitions.append(_answer(wanted.partition_index, e.error_code))
+                continue
             partitions.append(_answer(wanted.partition_index, ErrorCode.none, offset, timestamp,
                                       partition.leader_epoch if offset >= 0 else -1))
         topics.append({"name": topic.name, "partitions": partitions})
@@ -38,6 +43,7 @@ def handle_list_offsets(ctx: RequestContext, request) -> object:
 
 
 def _lookup(partition: Partition, timestamp: int) -> tuple[int, int]:
+    partition.log.check_online()  # the offsets in memory of an offline log are no answer
     if timestamp == LATEST_TIMESTAMP:
         return partition.high_watermark, UNKNOWN
     if timestamp == EARLIEST_TIMESTAMP:

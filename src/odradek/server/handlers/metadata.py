@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from odradek.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from odradek.metadata.model import InvalidTopicError, TopicMetadata, validate_topic_name
 from odradek.protocol.api import ApiKey
 from odradek.server.handlers import RequestContext, handles
+from odradek.server.handlers.find_coordinator import ensure_offsets_topic
 
 # Metadata v8-v10 carried authorized operations; -2^31 means "not requested" (KIP-430).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -80,6 +82,9 @@ async def _auto_create(ctx: RequestContext, name: str, allowed: bool) -> dict:
     broker = ctx.broker
     if not (allowed and broker.config.get("auto.create.topics.enable")):
         return _topic_error(name, ErrorCode.unknown_topic_or_partition)
+    if name == OFFSETS_TOPIC:
+        # Created with its own partition count and configs, as the coordinator needs it.
+        return describe_topic(await ensure_offsets_topic(broker))
     topic = await broker.create_topic(
         name,
         broker.config.get("num.partitions"),

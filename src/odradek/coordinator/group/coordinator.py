@@ -1,0 +1,212 @@
+"""``GroupCoordinator``: the entry point of every group API (Kafka's ``GroupCoordinator``
+service). It checks that a group is coordinated here (Kafka's ``validateGroupStatus``),
+then hands membership requests to :class:`~odradek.coordinator.group.membership.
+GroupMembership` and answers offset and admin requests itself, with the groups and their
+storage in the :class:`~odradek.coordinator.group.metadata_manager.GroupMetadataManager`.
+
+A member commits with its generation and is fenced if it is stale; generation -1 without a
+member id is a simple commit (``assign()`` consumers, admin tools), which only a group
+without members takes. Timers advance in :meth:`GroupCoordinator.tick`, which the broker
+calls every ``GROUP_TICK_MS``. Sans-I/O and not thread-safe, as the rest of the package.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.coordinator.group.group import (
+    CONSUMER_PROTOCOL_TYPE,
+    Group,
+    GroupDescription,
+    JoinGroupResult,
+    JoinRequest,
+    SyncCallback,
+    SyncGroupResult,
+    check_member,
+)
+from odradek.coordinator.group.membership import UNKNOWN_MEMBER_ID, GroupMembership
+from odradek.coordinator.group.metadata_manager import GroupMetadataManager
+from odradek.coordinator.group.offsets_topic import OffsetAndMetadata
+from odradek.coordinator.group.state import GroupState
+from odradek.replication.partition import TopicPartition
+
+# How often the broker calls tick(): sessions and rebalance timeouts hold to within it.
+GROUP_TICK_MS = 100
+
+_S = GroupState
+
+
+class GroupCoordinator:
+    def __init__(self, manager: GroupMetadataManager, config: Callable[[str], Any],
+                 clock: Callable[[], int],
+                 new_uuid: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
+        self.manager = manager
+        self.membership = GroupMembership(manager, config, clock, new_uuid)
+        self._clock = clock
+        self._active = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        self._active = True
+        self.manager.load()
+
+    def shutdown(self) -> None:
+        """Members waiting for a response are told to find the coordinator again."""
+        self._active = False
+        for group in self.manager.unload_all():
+            for member in group.members.values():
+                member.respond_join(JoinGroupResult(ErrorCode.not_coordinator, member.member_id))
+                member.respond_sync(SyncGroupResult(ErrorCode.not_coordinator))
+
+    def tick(self) -> None:
+        """Advances every timer to now: sessions, rebalances, pending syncs, retention."""
+        self.membership.timers.tick(self._clock())
+
+    def _status(self, group_id: str | None, *, allow_empty_id: bool) -> ErrorCode:
+        """Kafka's ``validateGroupStatus``; an empty group id is valid for the APIs that
+        predate group management (offsets, describe, delete)."""
+        if group_id is None or (not allow_empty_id and group_id == ""):
+            return ErrorCode.invalid_group_id
+        if not self._active:
+            return ErrorCode.coordinator_not_available
+        if not self.manager.is_coordinator_for(group_id):
+            return ErrorCode.not_coordinator
+        return ErrorCode.none
+
+    # -- membership ------------------------------------------------------------------------
+
+    def join_group(self, group_id: str, join: JoinRequest) -> None:
+        error = self._status(group_id, allow_empty_id=False)
+        if error is not ErrorCode.none:
+            join.respond(JoinGroupResult(error, join.member_id))
+        else:
+            self.membership.join_group(group_id, join)
+
+    def sync_group(self, *, group_id: str, generation_id: int, member_id: str,
+                   group_instance_id: str | None, protocol_type: str | None,
+                   protocol_name: str | None, assignments: dict[str, bytes],
+                   respond: SyncCallback) -> None:
+        error = self._status(group_id, allow_empty_id=False)
+        if error is not ErrorCode.none:
+            respond(SyncGroupResult(error))
+        else:
+            self.membership.sync_group(group_id, generation_id, member_id, group_instance_id,
+                                       protocol_type, protocol_name, assignments, respond)
+
+    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str,
+                  group_instance_id: str | None) -> ErrorCode:
+        error = self._status(group_id, allow_empty_id=False)
+        if error is not ErrorCode.none:
+            return error
+        return self.membership.heartbeat(group_id, generation_id, member_id, group_instance_id)
+
+    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]
+                    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        error = self._status(group_id, allow_empty_id=False)
+        if error is not ErrorCode.none:
+            return error, []
+        return self.membership.leave_group(group_id, leaving)
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    def commit_offsets(self, *, group_id: str, generation_id: int, member_id: str,
+                       group_instance_id: str | None,
+                       offsets: dict[TopicPartition, tuple[int, int, str | None]]
+                       ) -> dict[TopicPartition, ErrorCode]:
+        """``offsets``: (offset, leader epoch, metadata) per partition. Generation -1 with
+        no member is a simple commit, allowed while the group has no members."""
+        error = self._status(group_id, allow_empty_id=True)
+        group = self.manager.groups.get(group_id)
+        if error is ErrorCode.none and group is None:
+            if generation_id >= 0:
+                error = ErrorCode.illegal_generation  # a member of a generation now gone
+            else:
+                group = Group(group_id, _S.EMPTY, self._clock())
+                self.manager.groups[group_id] = group
+        if error is ErrorCode.none:
+            error = self._check_commit(group, generation_id, member_id, group_instance_id)
+        if error is not ErrorCode.none:
+            return {tp: error for tp in offsets}
+        member = group.members.get(member_id)
+        if member is not None and group.state in (_S.STABLE, _S.PREPARING_REBALANCE):
+            member.heartbeat_deadline_ms = self._clock() + member.session_timeout_ms
+        return self.manager.store_offsets(group, offsets)
+
+    def _check_commit(self, group: Group, generation_id: int, member_id: str,
+                      group_instance_id: str | None) -> ErrorCode:
+        """Kafka 4's ``ClassicGroup.validateOffsetCommit``."""
+        if group.is_(_S.DEAD):
+            return ErrorCode.coordinator_not_available
+        if generation_id < 0 and group.is_(_S.EMPTY):
+            return ErrorCode.none
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            error = check_member(group, generation_id, member_id, group_instance_id)
+            if error is not ErrorCode.none:
+                return error
+        else:
+            return ErrorCode.unknown_member_id  # a simple commit to a group with members
+        if group.is_(_S.COMPLETING_REBALANCE):
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
+                      ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """(error, offsets): committed offsets whatever the group's state, since a group
+        may commit without using group management at all."""
+        error = self._status(group_id, allow_empty_id=True)
+        if error is not ErrorCode.none:
+            return error, {}
+        return ErrorCode.none, self.manager.fetch_offsets(group_id, partitions)
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
+                       ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        error = self._status(group_id, allow_empty_id=False)
+        if error is not ErrorCode.none:
+            return error, {}
+        group = self.manager.groups.get(group_id)
+        if group is None or group.is_(_S.DEAD):
+            return ErrorCode.group_id_not_found, {}
+        if group.is_(_S.EMPTY):
+            deletable, errors = partitions, {}
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            deletable = [tp for tp in partitions if not group.is_subscribed_to_topic(tp.topic)]
+            errors = {tp: ErrorCode.group_subscribed_to_topic for tp in partitions
+                      if group.is_subscribed_to_topic(tp.topic)}
+        else:
+            return ErrorCode.non_empty_group, {}
+        if deletable:
+            error = self.manager.remove_offsets(group, deletable)
+            errors |= {tp: error for tp in deletable}
+        return ErrorCode.none, errors
+
+    # -- admin -----------------------------------------------------------------------------
+
+    def list_groups(self) -> list[Group]:
+        return [g for g in self.manager.groups.values() if not g.is_(_S.DEAD)]
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupDescription | None]:
+        """(error, description); no description for a group that does not exist."""
+        error = self._status(group_id, allow_empty_id=True)
+        group = self.manager.groups.get(group_id) if error is ErrorCode.none else None
+        return error, group.describe() if group is not None else None
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        results: dict[str, ErrorCode] = {}
+        deletable = []
+        for group_id in group_ids:
+            error = self._status(group_id, allow_empty_id=True)
+            group = self.manager.groups.get(group_id)
+            if error is ErrorCode.none:
+                if group is None or group.is_(_S.DEAD):
+                    error = ErrorCode.group_id_not_found
+                elif not group.is_(_S.EMPTY):
+                    error = ErrorCode.non_empty_group
+                else:
+                    deletable.append(group)
+            results[group_id] = error
+        return results | self.manager.remove_groups(deletable)

@@ -1,0 +1,96 @@
+"""``load_segments``: a partition directory's segments, recovered as needed (Kafka's ``LogLoader``).
+
+After a clean shutdown (the log dir's ``.kafka_cleanshutdown`` marker) every segment is
+trusted: its indexes are loaded, sanity-checked (Kafka's cheap check: the last entry points
+inside the segment) and only rebuilt if missing or failing it. Otherwise every segment that
+may hold data at or above the partition's *recovery point* (offsets below it were fsynced)
+is recovered: each batch's length, CRC and offsets are checked and the file is cut at the
+first invalid byte, with a log line saying what was cut. Since a crash can only tear the
+end of what was being written, data after a cut cannot be trusted either: every later
+segment is deleted, as Kafka's ``recoverLog`` does. Example, recovery point 1200 and
+segments 0, 1000, 2000: segment 0 is trusted, 1000 and 2000 are recovered; a cut inside
+1000 deletes 2000.
+
+Files a crash can leave behind are removed: ``*.deleted`` segment files whose delayed
+removal never ran, and index files whose ``.log`` is gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from odradek.log.config import LogConfig
+from odradek.log.open_files import OpenFiles
+from odradek.log.segment import (
+    DELETED_FILE_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    segment_path,
+)
+
+logger = logging.getLogger(__name__)
+
+_SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex)")
+
+
+def load_segments(
+    directory: Path, config: LogConfig, *, files: OpenFiles, now_ms: int,
+    recovery_point: int, had_clean_shutdown: bool,
+) -> list[LogSegment]:
+    """The segments in ``directory``, oldest first; empty if it holds none."""
+    base_offsets = _base_offsets_with_log(directory)
+    segments: list[LogSegment] = []
+    for i, base_offset in enumerate(base_offsets):
+        next_base = base_offsets[i + 1] if i + 1 < len(base_offsets) else None
+        # The segment may hold offsets >= recovery_point unless the next one starts at or
+        # below it.
+        recover = not had_clean_shutdown and (next_base is None or next_base > recovery_point)
+        segment = LogSegment.open(
+            directory, base_offset,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+            now_ms=now_ms, next_segment_base=next_base, recover=recover, files=files,
+        )
+        segments.append(segment)
+        if segment.bytes_cut and next_base is not None:
+            _delete_after_cut(directory, segment, base_offsets[i + 1 :], files)
+            break
+    return segments
+
+
+def _base_offsets_with_log(directory: Path) -> list[int]:
+    base_offsets = set()
+    for path in directory.iterdir():
+        if path.name.endswith(DELETED_FILE_SUFFIX):
+            logger.info("%s: removing a deleted segment file left by a stop", path)
+            path.unlink()
+            continue
+        match = _SEGMENT_FILE.fullmatch(path.name)
+        if match:
+            base_offsets.add(int(match.group(1)))
+    with_log = []
+    for base_offset in sorted(base_offsets):
+        if segment_path(directory, base_offset, LOG_SUFFIX).exists():
+            with_log.append(base_offset)
+        else:  # an index whose log is gone (a crash while deleting a segment)
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
+    return with_log
+
+
+def _delete_after_cut(
+    directory: Path, cut: LogSegment, later_base_offsets: list[int], files: OpenFiles
+) -> None:
+    logger.warning(
+        "%s: recovery cut the segment at offset %d; deleting the %d segments after it "
+        "(base offsets %s): nothing after a cut can be trusted",
+        directory, cut.next_offset, len(later_base_offsets), later_base_offsets,
+    )
+    for base_offset in later_base_offsets:
+        files.close(segment_path(directory, base_offset, LOG_SUFFIX))
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            segment_path(directory, base_offset, suffix).unlink(missing_ok=True)

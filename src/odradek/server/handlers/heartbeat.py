@@ -1,0 +1,15 @@
+"""Heartbeat (key 12): a member is alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
+
+from __future__ import annotations
+
+from odradek.protocol.api import ApiKey
+from odradek.server.handlers import RequestContext, handles
+
+
+@handles(ApiKey.HEARTBEAT)
+def handle_heartbeat(ctx: RequestContext, request) -> object:
+    error = ctx.broker.group_coordinator.heartbeat(
+        group_id=request.group_id, generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None))
+    return ctx.respond(throttle_time=0, error_code=error)

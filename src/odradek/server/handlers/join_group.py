@@ -1,0 +1,92 @@
+"""JoinGroup (key 11): a member joins its group, then waits for the rebalance to complete.
+
+The response waits in the coordinator until the join phase ends (every member rejoined, or
+the rebalance timeout passed); the leader's lists every member with its metadata, so that
+the client's assignor can run. From v4 a member joining without an id first gets one with
+MEMBER_ID_REQUIRED (KIP-394); from v5 it may be static (``group.instance.id``, KIP-345);
+v9 tells a static leader rejoining a Stable group to skip the assignment (KIP-814).
+v0 has no rebalance timeout: the session timeout is used for both, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from odradek.coordinator.group.group import JoinGroupResult, JoinRequest
+from odradek.protocol.api import ApiKey
+from odradek.protocol.messages import millis
+from odradek.server.handlers import RequestContext, handles
+
+T = TypeVar("T")
+
+KNOWN_MEMBER_ID_MIN_VERSION = 4  # KIP-394
+SKIP_ASSIGNMENT_MIN_VERSION = 9  # KIP-814
+NULLABLE_PROTOCOL_NAME_MIN_VERSION = 7
+
+
+@handles(ApiKey.JOIN_GROUP)
+def handle_join_group(ctx: RequestContext, request) -> object:
+    version = ctx.api_version
+    session_timeout_ms = millis(request.session_timeout)
+    return answer_when_called(
+        lambda respond: ctx.broker.group_coordinator.join_group(request.group_id, JoinRequest(
+            member_id=request.member_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
+            client_id=ctx.request.client_id or "",
+            client_host=client_host(ctx),
+            session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=(millis(request.rebalance_timeout) if version >= 1
+                                  else session_timeout_ms),
+            protocol_type=request.protocol_type,
+            protocols=tuple((p.name, p.metadata) for p in request.protocols),
+            require_known_member_id=version >= KNOWN_MEMBER_ID_MIN_VERSION,
+            supports_skip_assignment=version >= SKIP_ASSIGNMENT_MIN_VERSION,
+            respond=respond)),
+        lambda result: _response(ctx, result))
+
+
+def _response(ctx: RequestContext, result: JoinGroupResult) -> object:
+    protocol_name = result.protocol_name
+    if protocol_name is None and ctx.api_version < NULLABLE_PROTOCOL_NAME_MIN_VERSION:
+        protocol_name = ""
+    return ctx.respond(
+        throttle_time=0,
+        error_code=result.error,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name,
+        leader=result.leader_id,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=[{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                  "metadata": m.metadata} for m in result.members],
+    )
+
+
+def answer_when_called(start: Callable[[Callable[[T], None]], None],
+                       respond: Callable[[T], Any]) -> Any:
+    """Calls ``start`` with a callback the coordinator calls once with the result; answers
+    at once if it was called during ``start``, else returns a coroutine waiting for it.
+    A callback after the connection closed (the waiting task cancelled) is dropped."""
+    result: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def callback(value: T) -> None:
+        if not result.done():
+            result.set_result(value)
+
+    start(callback)
+    if result.done():
+        return respond(result.result())
+
+    async def wait() -> Any:
+        return respond(await result)
+
+    return wait()
+
+
+def client_host(ctx: RequestContext) -> str:
+    """The client's address as Kafka shows it (``InetAddress.toString``: "/127.0.0.1")."""
+    peer = ctx.connection.peer if ctx.connection is not None else None
+    return f"/{peer[0]}" if peer else ""

@@ -1,0 +1,26 @@
+"""ListGroups (key 16): the groups this broker coordinates, with their state from v4
+(KIP-518, filtered by ``states_filter``) and type from v5 (KIP-848, filtered by
+``types_filter``). Every group here is a classic group. Filters match case-insensitively,
+as Kafka 4's do."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from odradek.protocol.api import ApiKey
+from odradek.server.handlers import RequestContext, handles
+
+CLASSIC_GROUP_TYPE = "classic"
+
+
+@handles(ApiKey.LIST_GROUPS)
+def handle_list_groups(ctx: RequestContext, request) -> object:
+    states = {s.lower() for s in getattr(request, "states_filter", ())}
+    types = {t.lower() for t in getattr(request, "types_filter", ())}
+    groups = [] if types and CLASSIC_GROUP_TYPE not in types else [
+        g for g in ctx.broker.group_coordinator.list_groups()
+        if not states or str(g.state).lower() in states]
+    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, groups=[
+        {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+         "group_state": str(g.state), "group_type": CLASSIC_GROUP_TYPE}
+        for g in groups])

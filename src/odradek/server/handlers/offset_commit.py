@@ -1,0 +1,50 @@
+"""OffsetCommit (key 8): a group's consumed positions, written to ``__consumer_offsets``.
+
+A member commits with its generation and member id, and is fenced if they are stale
+(ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) or if its group is between
+JoinGroup and SyncGroup (REBALANCE_IN_PROGRESS). Generation -1 without a member id is a
+simple commit (a consumer using assign(), an admin client), allowed while the group has no
+members. Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION, as from Kafka.
+The answer is sent once the commit is in the log. ``retention_time`` (v2-v4) is ignored:
+offsets expire by ``offsets.retention.minutes`` only.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from odradek.protocol.api import ApiKey
+from odradek.replication.partition import TopicPartition
+from odradek.server.handlers import RequestContext, handles
+
+NO_LEADER_EPOCH = -1
+
+
+@handles(ApiKey.OFFSET_COMMIT)
+def handle_offset_commit(ctx: RequestContext, request) -> object:
+    store = ctx.broker.metadata
+    offsets: dict[TopicPartition, tuple[int, int, str | None]] = {}
+    errors: dict[TopicPartition, ErrorCode] = {}
+    for topic in request.topics:
+        known = store.topic(topic.name)
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            if known is None or not 0 <= p.partition_index < len(known.partitions):
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+            else:
+                offsets[tp] = (p.committed_offset,
+                               getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH),
+                               p.committed_metadata)
+    if offsets:
+        errors |= ctx.broker.group_coordinator.commit_offsets(
+            group_id=request.group_id,
+            generation_id=request.generation_id_or_member_epoch,
+            member_id=request.member_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
+            offsets=offsets)
+    return ctx.respond(throttle_time=0, topics=[
+        {"name": topic.name, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": errors[TopicPartition(topic.name, p.partition_index)]}
+            for p in topic.partitions]}
+        for topic in request.topics])

@@ -1,0 +1,278 @@
+"""Consumer groups as applications run them: members share a topic's partitions, a member
+that dies or stops polling loses them to the others without losing records, and committed
+offsets survive a broker restart. confluent-kafka unless the test names its client."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+
+import aiokafka
+import confluent_kafka
+import kafka
+import pytest
+from group_members import (
+    BROKER_CONFIGS,
+    FAST_GROUP,
+    GROUP_TIMEOUT_SECONDS,
+    Member,
+    owns_all,
+    poll_until,
+    produce,
+)
+
+pytestmark = pytest.mark.odradek_config(**BROKER_CONFIGS)
+
+PARTITIONS = 6
+
+
+def consumed_values(*members: Member) -> Counter:
+    return Counter(m.value() for member in members for m in member.records)
+
+
+def test_three_members_share_the_partitions_and_each_record_is_consumed_once(
+        bootstrap, create_topic):
+    topic = create_topic("shared", partitions=PARTITIONS)
+    members = [Member(bootstrap, "sharing", topic, f"m{i}") for i in range(3)]
+    try:
+        poll_until(members, owns_all(members, PARTITIONS), what="one owner per partition")
+        assert all(len(m.owned) == 2 for m in members)  # range: two partitions each
+
+        values = produce(bootstrap, topic, PARTITIONS, 600)
+        poll_until(members, lambda: len(consumed_values(*members)) == len(values))
+
+        assert consumed_values(*members) == Counter(values)  # every record, once
+        for member in members:  # each partition's records went to its owner only
+            assert {m.partition() for m in member.records} == member.owned
+    finally:
+        for member in members:
+            member.close()
+
+
+_KILLED_MEMBER = """
+import sys, confluent_kafka
+consumer = confluent_kafka.Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+    "client.id": "doomed", "auto.offset.reset": "earliest", "enable.auto.commit": False,
+    "session.timeout.ms": 2000, "heartbeat.interval.ms": 300})
+consumer.subscribe([sys.argv[3]], on_assign=lambda c, ps: print(
+    "assigned", ",".join(str(p.partition) for p in ps), flush=True))
+while True:
+    message = consumer.poll(0.05)
+    if message is not None and not message.error():
+        consumer.commit(message, asynchronous=False)
+        print("consumed", message.value().decode(), flush=True)
+"""
+
+
+def test_a_killed_members_partitions_move_after_its_session_timeout_and_no_record_is_lost(
+        bootstrap, create_topic):
+    topic = create_topic("survivors", partitions=PARTITIONS)
+    doomed = subprocess.Popen([sys.executable, "-c", _KILLED_MEMBER, bootstrap, "killing", topic],
+                              stdout=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(doomed.stdout), daemon=True)
+    reader.start()
+    members = [Member(bootstrap, "killing", topic, f"m{i}") for i in range(2)]
+    try:
+        poll_until(members, lambda: sum(len(m.owned) for m in members) == 4
+                   and any(line.startswith("assigned") and line.strip() != "assigned"
+                           for line in lines), what="three members")
+        values = produce(bootstrap, topic, PARTITIONS, 300)
+        poll_until(members, lambda: sum(line.startswith("consumed") for line in lines) >= 20,
+                   what="the doomed member consuming")
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+        committed_before = _committed(admin, "killing", topic)
+
+        doomed.send_signal(signal.SIGKILL)  # no LeaveGroup: only its session can end it
+        doomed.wait(GROUP_TIMEOUT_SECONDS)
+        killed_at = time.monotonic()
+        poll_until(members, owns_all(members, PARTITIONS), what="its partitions moving")
+        moved_after = time.monotonic() - killed_at
+        poll_until(members, lambda: values <= set(consumed_values(*members))
+                   | {line.split()[1].encode() for line in lines if line.startswith("consumed")})
+
+        assert moved_after < 2.0 + 3.0  # session.timeout.ms of the killed member, and slack
+        poll_until(members, lambda: sum(_committed(admin, "killing", topic).values())
+                   == len(values), what="every record committed")
+        committed_after = _committed(admin, "killing", topic)
+        assert all(committed_after[p] >= committed_before[p] for p in committed_before)
+    finally:
+        doomed.kill()
+        doomed.wait()
+        for member in members:
+            member.close()
+
+
+def _committed(admin, group: str, topic: str) -> dict[int, int]:
+    [future] = admin.list_consumer_group_offsets([confluent_kafka.ConsumerGroupTopicPartitions(
+        group, [confluent_kafka.TopicPartition(topic, p) for p in range(PARTITIONS)])]).values()
+    return {tp.partition: max(tp.offset, 0)
+            for tp in future.result(GROUP_TIMEOUT_SECONDS).topic_partitions}
+
+
+def test_a_member_that_stops_polling_loses_its_partitions_after_max_poll_interval(
+        bootstrap, create_topic):
+    topic = create_topic("stalled", partitions=PARTITIONS)
+    config = {"max.poll.interval.ms": 6000}  # librdkafka: at least session.timeout.ms
+    active, stalled = (Member(bootstrap, "stalling", topic, name, **config)
+                       for name in ("active", "stalled"))
+    try:
+        poll_until([active, stalled], owns_all([active, stalled], PARTITIONS))
+        stalled_at = time.monotonic()
+        poll_until([active], lambda: active.owned == set(range(PARTITIONS)),
+                   what="the stalled member's partitions moving")
+        assert time.monotonic() - stalled_at >= 5.0  # not before max.poll.interval.ms
+    finally:
+        active.close()
+        stalled.close()
+
+
+def test_cooperative_sticky_members_move_only_the_partitions_that_change_owner(
+        bootstrap, create_topic):
+    topic = create_topic("cooperative", partitions=PARTITIONS)
+    config = {"partition.assignment.strategy": "cooperative-sticky"}
+    first, second = (Member(bootstrap, "incremental", topic, f"m{i}", **config)
+                     for i in range(2))
+    third = None
+    try:
+        poll_until([first, second], owns_all([first, second], PARTITIONS))
+        kept = {id(m): set(m.owned) for m in (first, second)}
+        values = produce(bootstrap, topic, PARTITIONS, 300)
+
+        third = Member(bootstrap, "incremental", topic, "m2", **config)
+        members = [first, second, third]
+        poll_until(members, lambda: owns_all(members, PARTITIONS)() and len(third.owned) == 2)
+        poll_until(members, lambda: set(consumed_values(*members)) >= values)
+
+        for member in (first, second):  # sticky: each kept all but what went to the third
+            assert member.owned <= kept[id(member)] and len(member.owned) == 2
+    finally:
+        for member in (first, second, third):
+            if member is not None:
+                member.close()
+
+
+def test_a_static_member_restarting_within_its_session_rejoins_without_a_rebalance(
+        odradek_broker, bootstrap, create_topic):
+    topic = create_topic("static", partitions=PARTITIONS)
+    static_config = {"group.instance.id": "pod-1", "session.timeout.ms": 10000}
+    other = Member(bootstrap, "statics", topic, "other")
+    static = Member(bootstrap, "statics", topic, "static", **static_config)
+    restarted = None
+    try:
+        poll_until([other, static], owns_all([other, static], PARTITIONS))
+        owned_before = set(static.owned)
+        group = odradek_broker.broker.group_coordinator.manager.groups["statics"]
+        generation = group.generation_id
+        static.close()  # a static member does not leave the group when it closes
+
+        restarted = Member(bootstrap, "statics", topic, "static", **static_config)
+        poll_until([other, restarted], lambda: restarted.owned == owned_before)
+
+        assert group.generation_id == generation  # no rebalance
+        assert other.assignments == 1  # the other member never had to rejoin
+    finally:
+        other.close()
+        if restarted is not None:
+            restarted.close()
+
+
+def test_committed_offsets_and_their_metadata_survive_a_broker_restart(
+        odradek_broker, create_topic):
+    bootstrap = odradek_broker.bootstrap_servers
+    topic = create_topic("remembered", partitions=2)
+    produce(bootstrap, topic, 2, 10)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "durable",
+                                         "enable.auto.commit": False, **FAST_GROUP})
+    consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 3, metadata="checkpoint-a"),
+                             confluent_kafka.TopicPartition(topic, 1, 4)], asynchronous=False)
+    consumer.close()
+
+    odradek_broker.restart()
+
+    bootstrap = odradek_broker.bootstrap_servers
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    [future] = admin.list_consumer_group_offsets(
+        [confluent_kafka.ConsumerGroupTopicPartitions("durable")]).values()
+    committed = {(tp.partition, tp.offset, tp.metadata)
+                 for tp in future.result(GROUP_TIMEOUT_SECONDS).topic_partitions}
+    assert committed == {(0, 3, "checkpoint-a"), (1, 4, None)}  # librdkafka: "" is None
+    resumed = Member(bootstrap, "durable", topic, "resumed")
+    try:
+        poll_until([resumed], lambda: len(resumed.records) == 10 - 3 - 4)
+        assert sorted((m.partition(), m.offset()) for m in resumed.records) == [
+            (0, 3), (0, 4), (1, 4)]
+    finally:
+        resumed.close()
+
+
+def test_kafka_python_members_share_the_partitions_of_their_group(bootstrap, create_topic):
+    topic = create_topic("kafka-python-group", partitions=PARTITIONS)
+    values = produce(bootstrap, topic, PARTITIONS, 120)
+    done = threading.Event()
+    got: list[set[bytes]] = [set(), set()]
+    owned: list[set[int]] = [set(), set()]
+
+    def member(index: int) -> None:
+        # One consumer per thread, as applications run kafka-python: its poll() also drives
+        # its group membership, and a thread shared with another consumer would starve it.
+        consumer = kafka.KafkaConsumer(
+            topic, bootstrap_servers=bootstrap, group_id="kafka-python",
+            auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=300)
+        try:
+            while not done.is_set():
+                for batch in consumer.poll(timeout_ms=100).values():
+                    got[index].update(r.value for r in batch)
+                owned[index] = {tp.partition for tp in consumer.assignment()}
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        deadline = time.monotonic() + GROUP_TIMEOUT_SECONDS
+        while time.monotonic() < deadline and not (
+                got[0] | got[1] >= values and all(len(o) == PARTITIONS // 2 for o in owned)):
+            time.sleep(0.05)
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(GROUP_TIMEOUT_SECONDS)
+    assert sorted(owned[0] | owned[1]) == list(range(PARTITIONS)) and not owned[0] & owned[1]
+    assert got[0] | got[1] == values
+
+
+def test_aiokafka_members_share_the_partitions_of_their_group(bootstrap, create_topic):
+    topic = create_topic("aiokafka-group", partitions=PARTITIONS)
+    values = produce(bootstrap, topic, PARTITIONS, 120)
+
+    async def run() -> tuple[list[set[int]], set[bytes]]:
+        consumers = [aiokafka.AIOKafkaConsumer(
+            topic, bootstrap_servers=bootstrap, group_id="aiokafka", auto_offset_reset="earliest",
+            session_timeout_ms=6000, heartbeat_interval_ms=300) for _ in range(2)]
+        got: set[bytes] = set()
+        for consumer in consumers:
+            await consumer.start()
+        try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + GROUP_TIMEOUT_SECONDS
+            while loop.time() < deadline and not (
+                    got >= values and all(len(c.assignment()) == PARTITIONS // 2
+                                          for c in consumers)):
+                for consumer in consumers:
+                    batches = await consumer.getmany(timeout_ms=50)
+                    got |= {r.value for batch in batches.values() for r in batch}
+            return [{tp.partition for tp in c.assignment()} for c in consumers], got
+        finally:
+            for consumer in consumers:
+                await consumer.stop()
+
+    owned, got = asyncio.run(run())
+    assert sorted(owned[0] | owned[1]) == list(range(PARTITIONS)) and not owned[0] & owned[1]
+    assert got == values

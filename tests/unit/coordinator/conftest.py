@@ -1,0 +1,1 @@
+from group_harness import groups  # noqa: F401  (the fixture)

@@ -1,0 +1,156 @@
+"""A group coordinator on a fake clock and an in-memory ``__consumer_offsets``, driven
+the way clients drive it (``groups`` fixture, registered by this directory's conftest)."""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Sequence
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from odradek.coordinator.group.coordinator import GroupCoordinator
+from odradek.coordinator.group.group import JoinGroupResult, JoinRequest, SyncGroupResult
+from odradek.coordinator.group.metadata_manager import GroupMetadataManager, StoreError
+
+GROUP = "g"
+SESSION_MS = 10_000
+REBALANCE_MS = 30_000
+
+CONFIG = {
+    "group.min.session.timeout.ms": 1_000,
+    "group.max.session.timeout.ms": 60_000,
+    "group.initial.rebalance.delay.ms": 3_000,
+    "group.max.size": 1_000,
+    "offset.metadata.max.bytes": 4096,
+    "offsets.retention.minutes": 10,
+    "offsets.retention.check.interval.ms": 1_000,
+}
+
+
+def subscription(*topics: str) -> bytes:
+    """A ConsumerProtocolSubscription v0: version, topics, null user data."""
+    out = struct.pack(">hi", 0, len(topics))
+    for topic in topics:
+        out += struct.pack(">h", len(topic)) + topic.encode()
+    return out + struct.pack(">i", -1)
+
+
+class MemoryStore:
+    """``__consumer_offsets`` as lists of (key, value), one per partition."""
+
+    def __init__(self, partitions: int = 3) -> None:
+        self.logs: dict[int, list] = {p: [] for p in range(partitions)}
+        self.fail_with: ErrorCode | None = None
+
+    def partition_count(self) -> int:
+        return len(self.logs)
+
+    def hosted_partitions(self) -> list[int]:
+        return list(self.logs)
+
+    def read(self, partition: int) -> list:
+        return list(self.logs[partition])
+
+    def append(self, partition: int, records: Sequence) -> None:
+        if self.fail_with is not None:
+            raise StoreError(self.fail_with)
+        self.logs[partition].extend(records)
+
+    def records(self) -> list:
+        return [r for log in self.logs.values() for r in log]
+
+
+class Groups:
+    """Drives a coordinator the way clients do, one call per request."""
+
+    def __init__(self, store: MemoryStore | None = None, **config) -> None:
+        self.now_ms = 1_000_000
+        self.store = store or MemoryStore()
+        self.config = CONFIG | config
+        ids = itertools.count(1)
+        clock = lambda: self.now_ms  # noqa: E731
+        self.coordinator = GroupCoordinator(
+            GroupMetadataManager(self.store, self.config.__getitem__, clock),
+            self.config.__getitem__, clock, new_uuid=lambda: f"uuid{next(ids)}")
+        self.coordinator.startup()
+
+    def restart(self) -> Groups:
+        """A new coordinator over the same topic (a broker restart)."""
+        return Groups(self.store, **self.config)
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+        self.coordinator.tick()
+
+    def join(self, member_id: str = "", *, group: str = GROUP, instance: str | None = None,
+             topics: tuple[str, ...] = ("t",), protocols=None, session_ms: int = SESSION_MS,
+             rebalance_ms: int = REBALANCE_MS, version: int = 9,
+             client_id: str = "client") -> list[JoinGroupResult]:
+        """Sends one JoinGroup; the list receives its response when the coordinator gives it."""
+        responses: list[JoinGroupResult] = []
+        self.coordinator.join_group(group, JoinRequest(
+            member_id=member_id, group_instance_id=instance, client_id=client_id,
+            client_host="/127.0.0.1", session_timeout_ms=session_ms,
+            rebalance_timeout_ms=rebalance_ms, protocol_type="consumer",
+            protocols=protocols or (("range", subscription(*topics)),),
+            require_known_member_id=version >= 4, supports_skip_assignment=version >= 9,
+            respond=responses.append))
+        return responses
+
+    def join_new(self, **options) -> tuple[str, list[JoinGroupResult]]:
+        """A new member's two JoinGroups (KIP-394); returns its id and the second's response."""
+        if options.get("instance") is None:
+            [required] = self.join(**options)
+            assert required.error is ErrorCode.member_id_required
+            return required.member_id, self.join(required.member_id, **options)
+        responses = self.join(**options)
+        return self.coordinator.manager.groups[options.get("group", GROUP)].static_members[
+            options["instance"]], responses
+
+    def sync(self, member_id: str, generation: int, assignments: dict | None = None, *,
+             group: str = GROUP, instance: str | None = None) -> list[SyncGroupResult]:
+        responses: list[SyncGroupResult] = []
+        self.coordinator.sync_group(
+            group_id=group, generation_id=generation, member_id=member_id,
+            group_instance_id=instance, protocol_type="consumer", protocol_name=None,
+            assignments=assignments or {}, respond=responses.append)
+        return responses
+
+    def heartbeat(self, member_id: str, generation: int, *, instance: str | None = None,
+                  group: str = GROUP) -> ErrorCode:
+        return self.coordinator.heartbeat(group_id=group, generation_id=generation,
+                                          member_id=member_id, group_instance_id=instance)
+
+    def commit(self, offsets: dict, *, member_id: str = "", generation: int = -1,
+               group: str = GROUP, instance: str | None = None) -> dict:
+        return self.coordinator.commit_offsets(
+            group_id=group, generation_id=generation, member_id=member_id,
+            group_instance_id=instance,
+            offsets={tp: (offset, -1, "meta") for tp, offset in offsets.items()})
+
+    def state(self, group: str = GROUP) -> str:
+        found = self.coordinator.manager.groups.get(group)
+        return str(found.state) if found else "Dead"
+
+    def form(self, count: int, **options) -> tuple[list[str], int]:
+        """``count`` members join together and sync; returns their ids (leader first) and
+        the generation."""
+        pending = [self.join_new(**options) for _ in range(count)]
+        for _ in range(REBALANCE_MS // 1000):
+            if all(responses for _, responses in pending):
+                break
+            self.advance(1000)
+        results = [responses[0] for _, responses in pending]
+        generation = results[0].generation_id
+        leader = results[0].leader_id
+        ids = [leader] + [r.member_id for r in results if r.member_id != leader]
+        syncs = [self.sync(m, generation, {m: m.encode() for m in ids}) for m in reversed(ids)]
+        assert all(s and s[0].error is ErrorCode.none for s in syncs)
+        return ids, generation
+
+
+@pytest.fixture
+def groups() -> Groups:
+    return Groups()
