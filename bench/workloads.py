@@ -155,18 +155,18 @@ def _produce_blocking(produce, poll, topic: str, value: bytes) -> int:
             poll(0.001)
 
 
+def _producer(bootstrap: str, settings: dict) -> tuple[Producer, _Errors]:
+    """A producer with ``settings`` whose delivery and client errors are collected."""
+    errors = _Errors()
+    producer = Producer({"bootstrap.servers": bootstrap, **settings,
+                         "on_delivery": errors.on_delivery, "error_cb": errors.on_error})
+    return producer, errors
+
+
 def produce_throughput(bootstrap: str, s: Settings, payloads: list[bytes]) -> dict:
     topic = unique_topic("throughput")
     create_topic(bootstrap, topic, s.partitions)
-    errors = _Errors()
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            **THROUGHPUT_PRODUCER,
-            "on_delivery": errors.on_delivery,
-            "error_cb": errors.on_error,
-        }
-    )
+    producer, errors = _producer(bootstrap, THROUGHPUT_PRODUCER)
     producer.list_topics(topic, timeout=10)  # metadata + connection before the clock starts
     produce, poll = producer.produce, producer.poll
     waits = 0
@@ -326,15 +326,7 @@ class _LatencyConsumer(threading.Thread):
 def end_to_end_latency(bootstrap: str, s: Settings) -> dict:
     topic = unique_topic("latency")
     create_topic(bootstrap, topic, s.partitions)
-    errors = _Errors()
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            **LATENCY_PRODUCER,
-            "on_delivery": errors.on_delivery,
-            "error_cb": errors.on_error,
-        }
-    )
+    producer, errors = _producer(bootstrap, LATENCY_PRODUCER)
     pad = os.urandom(s.record_size - _HEADER.size)
     pack, clock = _HEADER.pack, time.monotonic_ns
     reader = _LatencyConsumer(bootstrap, topic, s.partitions)

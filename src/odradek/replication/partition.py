@@ -38,6 +38,14 @@ class TopicPartition:
         return f"{self.topic}-{self.partition}"
 
 
+class PartitionError(Exception):
+    """A request cannot be served by this partition here; ``error_code`` says why."""
+
+    def __init__(self, error_code: ErrorCode) -> None:
+        super().__init__(error_code.name)
+        self.error_code = error_code
+
+
 class Partition:
     def __init__(
         self,

@@ -20,9 +20,11 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.log import LogAppendInfo, LogConfig, LogManager
 from odradek.log.producer_state import ProducerStateManager
-from odradek.replication.partition import Partition, TopicPartition
+from odradek.replication.partition import Partition, PartitionError, TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +49,18 @@ class ReplicaManager:
 
     def get_partition(self, topic_partition: TopicPartition) -> Partition | None:
         return self._partitions.get(topic_partition)
+
+    def leader_partition(self, topic_partition: TopicPartition,
+                         current_leader_epoch: int = -1) -> Partition:
+        """The partition led here, for a client request naming the leader epoch it knows
+        (KIP-320); raises :class:`PartitionError` with the code to answer otherwise."""
+        partition = self._partitions.get(topic_partition)
+        if partition is None:
+            raise PartitionError(ErrorCode.unknown_topic_or_partition)
+        error = partition.check_leader_epoch(current_leader_epoch)
+        if error is not ErrorCode.none:
+            raise PartitionError(error)
+        return partition
 
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()

@@ -10,22 +10,16 @@ from __future__ import annotations
 from odradek.protocol.api import ApiKey
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.config_resources import (
+    alter_each,
     alter_resource,
-    answer,
     check_entries,
     check_once,
-    repeated_resources,
 )
 
 
 @handles(ApiKey.ALTER_CONFIGS)
 async def handle_alter_configs(ctx: RequestContext, request) -> object:
-    repeated = repeated_resources(request.resources)
-    responses = [
-        await answer(resource, _alter(ctx, resource, repeated, request.validate_only))
-        for resource in request.resources
-    ]
-    return ctx.respond(throttle_time=0, responses=responses)
+    return await alter_each(ctx, request, _alter)
 
 
 async def _alter(ctx: RequestContext, resource, repeated, validate_only: bool) -> None:

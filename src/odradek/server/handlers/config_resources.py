@@ -143,6 +143,18 @@ async def alter_resource(ctx: RequestContext, resource, alteration: Alteration,
                            f"Unknown resource type {resource.resource_type}")
 
 
+async def alter_each(ctx: RequestContext, request,
+                     alter: Callable[..., Awaitable[None]]) -> object:
+    """AlterConfigs and IncrementalAlterConfigs alike: ``alter(ctx, resource, repeated,
+    validate_only)`` each resource in turn, and answer for each."""
+    repeated = repeated_resources(request.resources)
+    responses = [
+        await answer(resource, alter(ctx, resource, repeated, request.validate_only))
+        for resource in request.resources
+    ]
+    return ctx.respond(throttle_time=0, responses=responses)
+
+
 async def answer(resource, change: Awaitable[None]) -> dict:
     """The response entry of one resource: the ApiError ``change`` raised, or none."""
     try:

@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 from odradek.log import LogError, OffsetOutOfRangeError
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
-from odradek.replication.partition import TopicPartition
+from odradek.replication.partition import PartitionError, TopicPartition
 from odradek.server.handlers import RequestContext, handles
 
 # KIP-227: session epoch -1 is a sessionless full fetch; 0 asks for a new session.
@@ -73,15 +73,12 @@ def _read(ctx: RequestContext, request) -> tuple[list[dict], int, bool]:
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
-            partition = replica_manager.get_partition(TopicPartition(topic.topic, wanted.partition))
-            if partition is None:
-                partitions.append(_error(wanted.partition, ErrorCode.unknown_topic_or_partition))
-                has_error = True
-                continue
-            epoch_error = partition.check_leader_epoch(
-                getattr(wanted, "current_leader_epoch", -1))
-            if epoch_error is not ErrorCode.none:
-                partitions.append(_error(wanted.partition, epoch_error))
+            try:
+                partition = replica_manager.leader_partition(
+                    TopicPartition(topic.topic, wanted.partition),
+                    getattr(wanted, "current_leader_epoch", -1))
+            except PartitionError as e:
+                partitions.append(_error(wanted.partition, e.error_code))
                 has_error = True
                 continue
             try:

@@ -17,11 +17,10 @@ from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.api_error import ApiError
 from odradek.server.handlers.config_resources import (
     ResourceType,
+    alter_each,
     alter_resource,
-    answer,
     check_entries,
     check_once,
-    repeated_resources,
 )
 
 OPERATIONS = frozenset(AlterConfigOp)
@@ -29,12 +28,7 @@ OPERATIONS = frozenset(AlterConfigOp)
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 async def handle_incremental_alter_configs(ctx: RequestContext, request) -> object:
-    repeated = repeated_resources(request.resources)
-    responses = [
-        await answer(resource, _alter(ctx, resource, repeated, request.validate_only))
-        for resource in request.resources
-    ]
-    return ctx.respond(throttle_time=0, responses=responses)
+    return await alter_each(ctx, request, _alter)
 
 
 async def _alter(ctx: RequestContext, resource, repeated, validate_only: bool) -> None:

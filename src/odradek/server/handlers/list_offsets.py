@@ -6,7 +6,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.log import LogError
 from odradek.protocol.api import ApiKey
-from odradek.replication.partition import Partition, TopicPartition
+from odradek.replication.partition import Partition, PartitionError, TopicPartition
 from odradek.server.handlers import RequestContext, handles
 
 # Special timestamps of ListOffsets (KIP-79, KIP-734).
@@ -23,13 +23,12 @@ def handle_list_offsets(ctx: RequestContext, request) -> object:
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
-            partition = replica_manager.get_partition(TopicPartition(topic.name, wanted.partition_index))
-            if partition is None:
-                partitions.append(_answer(wanted.partition_index, ErrorCode.unknown_topic_or_partition))
-                continue
-            error = partition.check_leader_epoch(getattr(wanted, "current_leader_epoch", -1))
-            if error is not ErrorCode.none:
-                partitions.append(_answer(wanted.partition_index, error))
+            try:
+                partition = replica_manager.leader_partition(
+                    TopicPartition(topic.name, wanted.partition_index),
+                    getattr(wanted, "current_leader_epoch", -1))
+            except PartitionError as e:
+                partitions.append(_answer(wanted.partition_index, e.error_code))
                 continue
             try:
                 offset, timestamp = _lookup(partition, wanted.timestamp)
