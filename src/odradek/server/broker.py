@@ -38,6 +38,7 @@ from odradek.replication.partition import TopicPartition
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.config import BrokerConfig, effective_topic_config, to_log_config
 from odradek.server.connection import Connection
+from odradek.server.connection_quotas import ConnectionQuotas
 from odradek.server.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class Broker:
         self.metadata: MetadataStore | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[Connection] = set()
+        self._connection_quotas = ConnectionQuotas(config.get)
         self.host: str = ""
         self.port: int = 0
         self._background: list[asyncio.Task[None]] = []
@@ -88,7 +90,7 @@ class Broker:
         max_request_bytes = self.config.get("socket.request.max.bytes")
         loop = self._loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: self._track(Connection(dispatcher, max_request_bytes, self._connections.discard)),
+            lambda: Connection(dispatcher, max_request_bytes, self._open, self._close),
             host=listener.host or None,
             port=listener.port,
             reuse_address=True,
@@ -213,9 +215,15 @@ class Broker:
         """Group sessions, rebalance timeouts and offset retention."""
         self.group_coordinator.tick()
 
-    def _track(self, connection: Connection) -> Connection:
-        self._connections.add(connection)
-        return connection
+    def _open(self, connection: Connection) -> str | None:
+        refusal = self._connection_quotas.admit(connection.peer[0])
+        if refusal is None:
+            self._connections.add(connection)
+        return refusal
+
+    def _close(self, connection: Connection) -> None:
+        self._connections.discard(connection)
+        self._connection_quotas.release(connection.peer[0])
 
     # -- topics ------------------------------------------------------------------------
 

@@ -43,11 +43,16 @@ class Connection(asyncio.Protocol):
         self,
         dispatch: Dispatcher,
         max_request_bytes: int,
+        on_open: Callable[[Connection], str | None],
         on_close: Callable[[Connection], None],
     ) -> None:
+        """``on_open`` admits the connection or says why it is refused (a connection
+        quota); ``on_close`` is called when an admitted connection is gone."""
         self._dispatch = dispatch
         self._decoder = FrameDecoder(max_request_bytes)
+        self._on_open = on_open
         self._on_close = on_close
+        self._admitted = False
         self._pending: deque[asyncio.Future[Response | None]] = deque()
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
@@ -60,6 +65,12 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._transport = transport
         self.peer = transport.get_extra_info("peername")
+        refusal = self._on_open(self)
+        if refusal is not None:
+            log.warning("refusing connection from %s: %s", self.peer, refusal)
+            transport.abort()
+            return
+        self._admitted = True
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -79,7 +90,8 @@ class Connection(asyncio.Protocol):
         self._pending.clear()
         if not self.closed.done():
             self.closed.set_result(None)
-        self._on_close(self)
+        if self._admitted:
+            self._on_close(self)
 
     def pause_writing(self) -> None:
         self._writing_paused = True
