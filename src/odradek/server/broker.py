@@ -216,14 +216,14 @@ class Broker:
         self.group_coordinator.tick()
 
     def _open(self, connection: Connection) -> str | None:
-        refusal = self._connection_quotas.admit(connection.peer[0])
+        refusal = self._connection_quotas.admit(connection.peer_host)
         if refusal is None:
             self._connections.add(connection)
         return refusal
 
     def _close(self, connection: Connection) -> None:
         self._connections.discard(connection)
-        self._connection_quotas.release(connection.peer[0])
+        self._connection_quotas.release(connection.peer_host)
 
     # -- topics ------------------------------------------------------------------------
 

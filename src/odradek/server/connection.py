@@ -58,6 +58,7 @@ class Connection(asyncio.Protocol):
         self._reading_paused = False
         self._writing_paused = False
         self.peer: tuple[str, int] | None = None
+        self.peer_host = ""
         self.closed = asyncio.get_running_loop().create_future()
 
     # -- asyncio.Protocol --------------------------------------------------------------
@@ -65,6 +66,8 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._transport = transport
         self.peer = transport.get_extra_info("peername")
+        # A socket reset before it was handed to us has no peer name any more.
+        self.peer_host = self.peer[0] if self.peer else ""
         refusal = self._on_open(self)
         if refusal is not None:
             log.warning("refusing connection from %s: %s", self.peer, refusal)
