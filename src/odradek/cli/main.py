@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from odradek.cli import broker, configs, consume, produce, topics
+from odradek.cli import broker, configs, consume, groups, produce, topics
 
 app = typer.Typer(
     name="odradek",
@@ -17,6 +17,7 @@ app.add_typer(topics.app, name="topics")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.add_typer(configs.app, name="configs")
+app.add_typer(groups.app, name="groups")
 
 
 if __name__ == "__main__":
