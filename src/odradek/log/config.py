@@ -40,6 +40,11 @@ class LogConfig:
     cleanup_policy: str = "delete"
     # How long a deleted segment's files stay renamed to "*.deleted" before they are removed.
     file_delete_delay_ms: int = 60000  # 1 minute
+    # Compaction (cleanup.policy=compact), see odradek.log.cleaner.
+    delete_retention_ms: int = 86400000  # 1 day: how long tombstones outlive cleaning
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = NEVER
+    min_cleanable_dirty_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         if self.segment_bytes < MIN_SEGMENT_BYTES:
@@ -62,10 +67,19 @@ class LogConfig:
             raise ValueError(f"flush_ms must be >= 0: {self.flush_ms}")
         if self.file_delete_delay_ms < 0:
             raise ValueError(f"file_delete_delay_ms must be >= 0: {self.file_delete_delay_ms}")
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            raise ValueError(
+                f"min_cleanable_dirty_ratio must be in [0, 1]: {self.min_cleanable_dirty_ratio}"
+            )
         if self.message_timestamp_type not in TIMESTAMP_TYPES:
             raise ValueError(f"message_timestamp_type must be one of {TIMESTAMP_TYPES}")
         if self.cleanup_policy not in CLEANUP_POLICIES:
             raise ValueError(f"cleanup_policy must be one of {CLEANUP_POLICIES}")
+
+    @property
+    def compact(self) -> bool:
+        """True when the cleaner compacts this log (``compact`` or ``compact,delete``)."""
+        return "compact" in self.cleanup_policy
 
     @property
     def log_append_time(self) -> bool:

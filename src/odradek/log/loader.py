@@ -12,7 +12,11 @@ segments 0, 1000, 2000: segment 0 is trusted, 1000 and 2000 are recovered; a cut
 1000 deletes 2000.
 
 Files a crash can leave behind are removed: ``*.deleted`` segment files whose delayed
-removal never ran, and index files whose ``.log`` is gone.
+removal never ran, and index files whose ``.log`` is gone. A cleaner swap a crash
+interrupted is settled first, as Kafka's ``LogLoader`` does: ``*.cleaned`` files (a cleaned
+segment not finished) are deleted, and a ``.log.swap`` (finished and fsynced, see
+:meth:`odradek.log.PartitionLog.replace_segments`) replaces every segment whose base offset
+lies in its offset range, then loses its suffix.
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ from pathlib import Path
 
 from odradek.log.config import LogConfig
 from odradek.log.open_files import OpenFiles
+from odradek.protocol.records import iter_valid_batches
 from odradek.log.segment import (
     DELETED_FILE_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    CLEANED_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
     LogSegment,
     segment_path,
 )
@@ -42,6 +49,7 @@ def load_segments(
     recovery_point: int, had_clean_shutdown: bool,
 ) -> list[LogSegment]:
     """The segments in ``directory``, oldest first; empty if it holds none."""
+    _complete_interrupted_swaps(directory, files)
     base_offsets = _base_offsets_with_log(directory)
     segments: list[LogSegment] = []
     for i, base_offset in enumerate(base_offsets):
@@ -94,3 +102,47 @@ def _delete_after_cut(
         files.close(segment_path(directory, base_offset, LOG_SUFFIX))
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
+
+
+def _complete_interrupted_swaps(directory: Path, files: OpenFiles) -> None:
+    swapped_logs = []
+    for path in sorted(directory.iterdir()):
+        if path.name.endswith(CLEANED_FILE_SUFFIX):
+            logger.info("%s: removing an unfinished cleaned segment file", path)
+            path.unlink()
+        elif path.name.endswith(LOG_SUFFIX + SWAP_FILE_SUFFIX):
+            swapped_logs.append(path)
+    for swap_log in swapped_logs:
+        base_offset = int(swap_log.name[:20])
+        # Offsets in the swap file: its last batch ends the range it replaces.
+        next_offset = base_offset
+        for batch in iter_valid_batches(swap_log.read_bytes()):
+            next_offset = batch.next_offset
+        replaced = [
+            base for base in _segment_base_offsets(directory)
+            if base_offset <= base < max(next_offset, base_offset + 1)
+        ]
+        logger.warning(
+            "%s: completing a cleaner swap interrupted by a crash; it replaces the segments "
+            "at base offsets %s", swap_log, replaced,
+        )
+        for base in replaced:
+            files.close(segment_path(directory, base, LOG_SUFFIX))
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                segment_path(directory, base, suffix).unlink(missing_ok=True)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+            swap = segment_path(directory, base_offset, suffix + SWAP_FILE_SUFFIX)
+            if swap.exists():
+                swap.rename(segment_path(directory, base_offset, suffix))
+    # Index swap files without their .log.swap: the .log was swapped in already (its
+    # indexes are rebuilt as lost) or never finished.
+    for path in directory.iterdir():
+        if path.name.endswith(SWAP_FILE_SUFFIX):
+            path.unlink()
+
+
+def _segment_base_offsets(directory: Path) -> list[int]:
+    return sorted(
+        int(match.group(1)) for path in directory.iterdir()
+        if (match := _SEGMENT_FILE.fullmatch(path.name)) and match.group(2) == "log"
+    )

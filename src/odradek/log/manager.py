@@ -27,7 +27,8 @@ offline). It stays offline until a restart finds it healthy.
 The manager is each log's ``LogContext``: it owns the open descriptors (bounded, see
 :mod:`odradek.log.open_files`), takes failed dirs offline, and removes deleted segments'
 files after ``file.delete.delay.ms``. The broker drives its periodic work: retention
-(``delete_old_segments``), ``logs_to_flush``, ``checkpoint`` and ``delete_due_files``.
+(``delete_old_segments``), ``logs_to_flush``, ``checkpoint`` and ``delete_due_files``; the
+log cleaner (:mod:`odradek.log.cleaner`) takes its logs from ``compacted_logs``.
 
 This class is not thread-safe: the broker's event loop owns it. ``log_dir_failed`` may be
 called from any thread; it hands the work to the owner through ``call_soon_threadsafe``.
@@ -297,6 +298,10 @@ class LogManager:
 
     def _online_logs(self) -> list[tuple[TopicPartitionKey, PartitionLog]]:
         return [(key, log) for key, log in self._logs.items() if log.offline_reason is None]
+
+    def compacted_logs(self) -> list[tuple[TopicPartitionKey, PartitionLog]]:
+        """The online logs the cleaner compacts (cleanup.policy compact or compact,delete)."""
+        return [(key, log) for key, log in self._online_logs() if log.config.compact]
 
     def delete_old_segments(self) -> int:
         """Applies retention to every log (Kafka's ``cleanupLogs``, which the broker runs

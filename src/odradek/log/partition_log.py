@@ -429,7 +429,10 @@ class PartitionLog:
         count = 0
         upper_offsets = self._base_offsets[1:] + [self.log_end_offset]
         for segment, upper in zip(self._segments, upper_offsets):
-            if not segment.size or upper > self.high_watermark:
+            # An empty segment is the active one, or one the cleaner emptied (it goes by
+            # its file's age like any other).
+            if (not segment.size and segment is self._segments[-1]) \
+                    or upper > self.high_watermark:
                 break
             expired = retention_ms >= 0 and now_ms - segment.largest_timestamp() > retention_ms
             oversize = retention_bytes >= 0 and remaining - segment.size >= retention_bytes
@@ -442,6 +445,33 @@ class PartitionLog:
         self._delete_oldest(count)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         return count
+
+    @on_disk
+    def replace_segments(self, old: list[LogSegment], sizes: list[int],
+                         new: list[LogSegment]) -> bool:
+        """The cleaner's swap (Kafka's ``replaceSegments``), in one step on the owner's
+        thread: ``new`` (files named ``*.swap``, fsynced) take the place of ``old``, which
+        must still be consecutive segments of the log with the ``sizes`` they had when
+        cleaning began; otherwise (truncation, retention or DeleteRecords got there first)
+        nothing changes and False is returned. The old files are renamed ``*.deleted``
+        before the swap files lose their suffix, so a crash between the two leaves the
+        ``.swap`` files the loader completes."""
+        if not old or self._segments.count(old[0]) != 1:
+            return False
+        first = self._segments.index(old[0])
+        if (self._segments[first:first + len(old)] != old
+                or first + len(old) >= len(self._segments)  # never the active segment
+                or [segment.size for segment in old] != sizes):
+            return False
+        for segment in old:
+            segment.rename_to_deleted()
+        for segment in new:
+            segment.rename_files("", self.context.files)
+        self._segments[first:first + len(old)] = new
+        self._base_offsets[first:first + len(old)] = [segment.base_offset for segment in new]
+        self._directory_changes += 1
+        self.context.delete_later(self, old)
+        return True
 
     def _delete_oldest(self, count: int) -> None:
         if count > 0:

@@ -51,6 +51,10 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_FILE_SUFFIX = ".deleted"
+# The cleaner writes a cleaned segment as "*.cleaned" files, renames them "*.swap" once they
+# are complete and fsynced, and takes the suffix off when swapping it into the log.
+CLEANED_FILE_SUFFIX = ".cleaned"
+SWAP_FILE_SUFFIX = ".swap"
 
 # Headers are read this many bytes at a time: enough for ~80 small batches in one pread,
 # while a scan over large batches wastes at most this much per batch.
@@ -113,18 +117,19 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_size: int,
         files: OpenFiles,
+        file_suffix: str = "",
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = segment_path(directory, base_offset, LOG_SUFFIX)
+        self.log_path = segment_path(directory, base_offset, LOG_SUFFIX + file_suffix)
         self._files = files
         self.size = os.stat(self.log_path).st_size
         # Set before the files are renamed away, so that an fsync on the flush thread that
         # finds them gone knows the segment was deleted and not that the disk failed.
         self.deleted = False
-        index_path = segment_path(directory, base_offset, INDEX_SUFFIX)
-        time_index_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX)
+        index_path = segment_path(directory, base_offset, INDEX_SUFFIX + file_suffix)
+        time_index_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX + file_suffix)
         # Missing or unreadable index files start afresh; open() then rebuilds them.
         self.offset_index, offset_index_lost = _open_index(
             OffsetIndex, index_path, base_offset, max_index_size
@@ -156,17 +161,19 @@ class LogSegment:
     @classmethod
     def create(
         cls, directory: Path, base_offset: int, *, index_interval_bytes: int, max_index_size: int,
-        files: OpenFiles,
+        files: OpenFiles, file_suffix: str = "",
     ) -> LogSegment:
-        """A new empty segment; leftover files at this base offset are discarded."""
-        log_path = segment_path(directory, base_offset, LOG_SUFFIX)
+        """A new empty segment; leftover files at this base offset are discarded. With a
+        ``file_suffix`` (the cleaner's ``.cleaned``) its files are named ``<base>.log.cleaned``
+        and so on, out of the log's sight until :meth:`rename_files` takes the suffix off."""
+        log_path = segment_path(directory, base_offset, LOG_SUFFIX + file_suffix)
         files.close(log_path)  # still open if a file of that name was just deleted
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
+            segment_path(directory, base_offset, suffix + file_suffix).unlink(missing_ok=True)
         files.fd(log_path, create=True)
         segment = cls(
             directory, base_offset, index_interval_bytes=index_interval_bytes,
-            max_index_size=max_index_size, files=files,
+            max_index_size=max_index_size, files=files, file_suffix=file_suffix,
         )
         segment.persist_indexes()  # empty files, as Kafka's: a segment always has all three
         return segment
@@ -347,6 +354,13 @@ class LogSegment:
                     return OffsetAndTimestamp(record.offset, record.timestamp)
         return None
 
+    def first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp, for max.compaction.lag.ms (Kafka's
+        ``getFirstBatchTimestamp``); NO_TIMESTAMP if empty."""
+        for _, batch in self._headers(0):
+            return batch.max_timestamp
+        return NO_TIMESTAMP
+
     def largest_timestamp(self) -> int:
         """For retention.ms: the max record timestamp, or the file's modification time if
         the batches carry none (Kafka's ``LogSegment.largestTimestamp``)."""
@@ -475,6 +489,22 @@ class LogSegment:
         self.log_path = deleted_log_path
         for index in (self.offset_index, self.time_index):
             index.rename(_deleted_path(index.path))
+
+    def rename_files(self, file_suffix: str, files: OpenFiles | None = None) -> None:
+        """Renames the three files to ``<base>.log<file_suffix>`` and so on (the cleaner's
+        ``.cleaned`` -> ``.swap`` -> no suffix); the indexes first and the ``.log`` last,
+        so a ``.log.swap`` on disk says its indexes are swap files too. ``files``: the
+        descriptors to use from now on (a segment built on the cleaner's thread joins the
+        broker's)."""
+        self._files.close(self.log_path)
+        for index, suffix in ((self.offset_index, INDEX_SUFFIX),
+                              (self.time_index, TIME_INDEX_SUFFIX)):
+            index.rename(segment_path(self.directory, self.base_offset, suffix + file_suffix))
+        log_path = segment_path(self.directory, self.base_offset, LOG_SUFFIX + file_suffix)
+        os.rename(self.log_path, log_path)
+        self.log_path = log_path
+        if files is not None:
+            self._files = files
 
     def remove_deleted_files(self) -> None:
         self.log_path.unlink(missing_ok=True)

@@ -9,13 +9,14 @@ accepting, answers the requests already received, then flushes and closes every 
 leaves each log dir's clean shutdown marker. In between, background tasks do the log's
 periodic work, as Kafka's scheduler does: retention, flushing dirty logs (``flush.ms`` and
 rolled segments; the fsync runs on an executor thread so the event loop never waits for the
-disk), writing the recovery point and log start offset checkpoints, and removing deleted
-segments' files after ``file.delete.delay.ms``.
+disk), writing the recovery point and log start offset checkpoints, removing deleted segments'
+files after ``file.delete.delay.ms``, and compacting ``cleanup.policy=compact`` logs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -23,6 +24,7 @@ from typing import Any
 
 from odradek.coordinator.group import GROUP_TICK_MS, group_coordinator_over
 from odradek.log import KafkaStorageError, LogManager
+from odradek.log.cleaner import LogCleaner
 from odradek.metadata.local import LocalMetadataStore
 from odradek.metadata.model import BrokerInfo, TopicMetadata
 from odradek.metadata.store import (
@@ -173,10 +175,28 @@ class Broker:
             ("kafka-delete-logs",
              lambda: FILE_DELETE_CHECK_SECONDS, self._delete_due_files),
             ("group-coordinator", lambda: GROUP_TICK_MS / 1000, self._tick_group_coordinator),
-        ]:
+        ] + self._log_cleaner_task():
             self._background.append(
                 asyncio.create_task(self._every(name, interval_seconds, work), name=name)
             )
+
+    def _log_cleaner_task(self) -> list[tuple[str, Callable[[], float],
+                                              Callable[[], Awaitable[None]]]]:
+        """Compaction (Kafka's ``kafka-log-cleaner-thread``): reading and writing segments
+        runs on an executor thread, the swap on the event loop."""
+        if not self.config.get("log.cleaner.enable"):
+            return []
+        cleaner = LogCleaner(
+            logs=self.log_manager.compacted_logs, log_dirs=self.log_manager.log_dirs,
+            clock=self.clock,
+            run_in_executor=functools.partial(self._loop.run_in_executor, None),
+        )
+
+        async def clean_logs() -> None:
+            await cleaner.clean_logs()
+
+        return [("kafka-log-cleaner",
+                 lambda: self.config.get("log.cleaner.backoff.ms") / 1000, clean_logs)]
 
     @staticmethod
     async def _every(
