@@ -191,7 +191,8 @@ class LogManager:
             "loaded %d partitions from %s in %d ms (%s)", len(loaded), log_dir,
             self._clock() - started_ms,
             "clean shutdown: nothing recovered" if had_clean_shutdown
-            else "no clean shutdown: recovered from the recovery points",
+            else "no clean shutdown: recovered from the recovery points" if loaded
+            else "nothing to recover",
         )
 
     @staticmethod
