@@ -26,8 +26,11 @@ records all stay is copied byte for byte, and so are control and transactional b
 (their records are not in the offset map either) and keyless records.
 
 Concurrency: :func:`plan_cleaning` and :func:`swap_in` run on the event loop (they look at
-and change the segment list); :func:`build_cleaned_segments`, the reading and writing, runs
-on an executor thread with descriptors of its own. Its output is ``<base>.log.cleaned``
+and change the segment list); :func:`run_cleaning_job`, the reading and writing, runs in
+a spawned worker process (so it does not hold the broker's GIL) on a :class:`CleaningJob`
+of plain data, with descriptors of its own; the loop then opens what it wrote
+(:func:`open_cleaned_segments`). :func:`build_cleaned_segments` does both on the calling
+thread. Its output is ``<base>.log.cleaned``
 (and ``.index.cleaned``, ``.timeindex.cleaned``), fsynced and renamed ``*.swap``; the swap
 (:meth:`odradek.log.PartitionLog.replace_segments`) is abandoned if the log changed the
 cleaned segments meanwhile (truncation, retention, DeleteRecords), and the loader completes
@@ -44,9 +47,13 @@ record timestamp, not by the time they were first cleaned (KIP-534's delete hori
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,7 +78,12 @@ from odradek.log.checkpoint import (
 from odradek.log.errors import KafkaStorageError
 from odradek.log.open_files import OpenFiles
 from odradek.log.partition_log import PartitionLog
-from odradek.log.segment import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX, LogSegment
+from odradek.log.segment import (
+    CLEANED_FILE_SUFFIX,
+    MAX_RELATIVE_OFFSET,
+    SWAP_FILE_SUFFIX,
+    LogSegment,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +114,73 @@ class CleaningPlan:
     end_offset: int  # the first uncleanable offset: the next round's first dirty offset
     drop_tombstones: tuple[bool, ...]  # per segment: clean and past delete.retention.ms
     now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """What the cleaning worker needs of one planned segment: plain, picklable data."""
+
+    log_path: Path
+    base_offset: int
+    next_offset: int
+    offset_entries: int
+    time_entries: int
+    offset_max_entries: int
+    time_max_entries: int
+
+    def can_hold(self, last_offset: int) -> bool:
+        return last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningJob:
+    """A plan as plain, picklable data, for :func:`run_cleaning_job` in a worker process."""
+
+    name: str
+    directory: Path
+    segments: tuple[SegmentInfo, ...]
+    sizes: tuple[int, ...]
+    first_dirty_offset: int
+    drop_tombstones: tuple[bool, ...]
+    now_ms: int
+    segment_bytes: int
+    index_interval_bytes: int
+    segment_index_bytes: int
+    delete_retention_ms: int
+
+    @classmethod
+    def of(cls, plan: CleaningPlan) -> CleaningJob:
+        config = plan.log.config
+        return cls(
+            name=plan.log.name,
+            directory=plan.log.directory,
+            segments=tuple(
+                SegmentInfo(
+                    log_path=s.log_path, base_offset=s.base_offset, next_offset=s.next_offset,
+                    offset_entries=len(s.offset_index), time_entries=len(s.time_index),
+                    offset_max_entries=s.offset_index.max_entries,
+                    time_max_entries=s.time_index.max_entries,
+                )
+                for s in plan.segments
+            ),
+            sizes=plan.sizes,
+            first_dirty_offset=plan.first_dirty_offset,
+            drop_tombstones=plan.drop_tombstones,
+            now_ms=plan.now_ms,
+            segment_bytes=config.segment_bytes,
+            index_interval_bytes=config.index_interval_bytes,
+            segment_index_bytes=config.segment_index_bytes,
+            delete_retention_ms=config.delete_retention_ms,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    """The worker's output: the base offsets of the ``*.swap`` segments it wrote, and when
+    a tombstone they kept may go."""
+
+    base_offsets: tuple[int, ...]
+    tombstones_due_ms: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,80 +259,121 @@ def plan_cleaning(
 
 def build_cleaned_segments(plan: CleaningPlan) -> CleanedSegments:
     """Reads the planned segments and writes their cleaned replacements as ``*.swap``
-    files, fsynced. Blocking and safe on another thread: it touches no state of the log
-    and uses descriptors of its own. Raises ``CleaningAbandoned``."""
+    files, fsynced, all on the calling thread (see :func:`run_cleaning_job`), then opens
+    them as segments of the log. Raises ``CleaningAbandoned``."""
+    return open_cleaned_segments(plan, run_cleaning_job(CleaningJob.of(plan)))
+
+
+def run_cleaning_job(job: CleaningJob) -> JobResult:
+    """The heavy part of a round: blocking, touching no state of the log and using
+    descriptors of its own, so it runs in a worker process (or any thread). Raises
+    ``CleaningAbandoned``."""
     try:
-        offset_map = _build_offset_map(plan)
-        return _write_cleaned(plan, offset_map)
+        offset_map = _build_offset_map(job)
+        return _write_cleaned(job, offset_map)
     except (OSError, RecordsError, ValueError) as e:  # ValueError: offsets out of order
+        raise CleaningAbandoned(f"{job.name}: {e}") from e
+
+
+def open_cleaned_segments(plan: CleaningPlan, result: JobResult) -> CleanedSegments:
+    """The ``*.swap`` files a job wrote, as segments on the log's descriptors (event loop:
+    reads the indexes and at most the tail after the last index entry)."""
+    config = plan.log.config
+    segments: list[LogSegment] = []
+    try:
+        for base_offset in result.base_offsets:
+            segment = LogSegment(
+                plan.log.directory, base_offset,
+                index_interval_bytes=config.index_interval_bytes,
+                max_index_size=config.segment_index_bytes,
+                files=plan.log.context.files, file_suffix=SWAP_FILE_SUFFIX,
+            )
+            segments.append(segment)
+            segment._load_tail()
+            if segment.size:
+                segment.rolling_base_ms = plan.now_ms
+    except (OSError, RecordsError, ValueError) as e:
+        for segment in segments:
+            with contextlib.suppress(OSError):
+                segment.close()
+        _remove_swap_files(plan.log.directory, result.base_offsets)
         raise CleaningAbandoned(f"{plan.log.name}: {e}") from e
+    return CleanedSegments(segments, result.tombstones_due_ms)
 
 
-def _build_offset_map(plan: CleaningPlan) -> dict[bytes, int]:
+def _remove_swap_files(directory: Path, base_offsets: Iterable[int]) -> None:
+    from odradek.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+    for base_offset in base_offsets:
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+            with contextlib.suppress(OSError):
+                segment_path(directory, base_offset, suffix + SWAP_FILE_SUFFIX).unlink(
+                    missing_ok=True)
+
+
+def _build_offset_map(job: CleaningJob) -> dict[bytes, int]:
     """key -> latest offset in the dirty section (Kafka's ``SkimpyOffsetMap``)."""
     offset_map: dict[bytes, int] = {}
-    for segment, size in zip(plan.segments, plan.sizes):
-        if segment.next_offset <= plan.first_dirty_offset:
+    for segment, size in zip(job.segments, job.sizes):
+        if segment.next_offset <= job.first_dirty_offset:
             continue
         for batch in _read_batches(segment, size):
             if batch.is_control_batch or batch.is_transactional:
                 continue  # see _retain
             for record in batch.records():
-                if record.key is not None and record.offset >= plan.first_dirty_offset:
+                if record.key is not None and record.offset >= job.first_dirty_offset:
                     offset_map[record.key] = record.offset
     return offset_map
 
 
-def _groups(plan: CleaningPlan) -> Iterator[list[int]]:
+def _groups(job: CleaningJob) -> Iterator[list[int]]:
     """Indexes of adjacent segments merged into one, while their sizes add up to at most
     segment.bytes and their index entries fit one index (Kafka's ``groupSegmentsBySize``)."""
-    max_bytes = plan.log.config.segment_bytes
+    max_bytes = job.segment_bytes
     group: list[int] = []
     group_bytes = offset_entries = time_entries = 0
-    for i, segment in enumerate(plan.segments):
-        first = plan.segments[group[0]] if group else segment
+    for i, segment in enumerate(job.segments):
+        first = job.segments[group[0]] if group else segment
         if group and (
-            group_bytes + plan.sizes[i] > max_bytes
-            or offset_entries + len(segment.offset_index) > first.offset_index.max_entries
-            or time_entries + len(segment.time_index) > first.time_index.max_entries
+            group_bytes + job.sizes[i] > max_bytes
+            or offset_entries + segment.offset_entries > first.offset_max_entries
+            or time_entries + segment.time_entries > first.time_max_entries
             or not first.can_hold(segment.next_offset - 1)
         ):
             yield group
             group, group_bytes, offset_entries, time_entries = [], 0, 0, 0
         group.append(i)
-        group_bytes += plan.sizes[i]
-        offset_entries += len(segment.offset_index)
-        time_entries += len(segment.time_index)
+        group_bytes += job.sizes[i]
+        offset_entries += segment.offset_entries
+        time_entries += segment.time_entries
     if group:
         yield group
 
 
-def _write_cleaned(plan: CleaningPlan, offset_map: dict[bytes, int]) -> CleanedSegments:
-    config = plan.log.config
-    files = OpenFiles(capacity=1)  # this thread's own: the broker's are the loop's
+def _write_cleaned(job: CleaningJob, offset_map: dict[bytes, int]) -> JobResult:
+    files = OpenFiles(capacity=1)  # this worker's own: the broker's are the loop's
     cleaned_segments: list[LogSegment] = []
     tombstones_due_ms: int | None = None
     try:
-        for group in _groups(plan):
-            first = plan.segments[group[0]]
+        for group in _groups(job):
+            first = job.segments[group[0]]
             cleaned = LogSegment.create(
-                plan.log.directory, first.base_offset,
-                index_interval_bytes=config.index_interval_bytes,
-                max_index_size=config.segment_index_bytes,
+                job.directory, first.base_offset,
+                index_interval_bytes=job.index_interval_bytes,
+                max_index_size=job.segment_index_bytes,
                 files=files, file_suffix=CLEANED_FILE_SUFFIX,
             )
             cleaned_segments.append(cleaned)
             kept_tombstone = False
             for i in group:
-                for batch in _read_batches(plan.segments[i], plan.sizes[i]):
-                    retained, tombstone = _retain(batch, offset_map, plan.drop_tombstones[i])
+                for batch in _read_batches(job.segments[i], job.sizes[i]):
+                    retained, tombstone = _retain(batch, offset_map, job.drop_tombstones[i])
                     kept_tombstone = kept_tombstone or tombstone
                     if retained is not None:
-                        cleaned.append(retained, [RecordBatch(retained)], plan.now_ms)
+                        cleaned.append(retained, [RecordBatch(retained)], job.now_ms)
             if kept_tombstone:
                 newest = cleaned.max_timestamp if cleaned.max_timestamp != NO_TIMESTAMP \
-                    else plan.now_ms
-                due = newest + config.delete_retention_ms
+                    else job.now_ms
+                due = newest + job.delete_retention_ms
                 tombstones_due_ms = due if tombstones_due_ms is None \
                     else min(tombstones_due_ms, due)
         # An emptied segment goes, unless it is the first: its base offset holds the log
@@ -268,7 +388,7 @@ def _write_cleaned(plan: CleaningPlan, offset_map: dict[bytes, int]) -> CleanedS
             segment.fsync_log()
             segment.fsync_indexes()
             segment.rename_files(SWAP_FILE_SUFFIX)
-        fsync_path(plan.log.directory)
+        fsync_path(job.directory)
     except BaseException:
         for segment in cleaned_segments:
             segment.close()
@@ -276,7 +396,7 @@ def _write_cleaned(plan: CleaningPlan, offset_map: dict[bytes, int]) -> CleanedS
         raise
     finally:
         files.close_all()
-    return CleanedSegments(kept, tombstones_due_ms)
+    return JobResult(tuple(s.base_offset for s in kept), tombstones_due_ms)
 
 
 def _retain(
@@ -323,9 +443,9 @@ def _sequence_of(batch: RecordBatch, record: Record) -> int:
     return (batch.base_sequence + record.offset - batch.base_offset) % _SEQUENCE_MODULUS
 
 
-def _read_batches(segment: LogSegment, size: int) -> Iterator[RecordBatch]:
+def _read_batches(segment: LogSegment | SegmentInfo, size: int) -> Iterator[RecordBatch]:
     """The batches in the first ``size`` bytes of ``segment``, read through a descriptor of
-    this thread's own."""
+    its own."""
     try:
         fd = os.open(segment.log_path, os.O_RDONLY)
     except FileNotFoundError as e:
@@ -405,14 +525,18 @@ def clean(
 
 @dataclass
 class LogCleaner:
-    """Cleans the compacted logs ``logs()`` returns, one at a time, each round's heavy
-    work on ``run_in_executor``, and keeps each log dir's ``cleaner-offset-checkpoint``.
-    Not thread-safe: the broker's event loop owns it."""
+    """Cleans the compacted logs ``logs()`` returns, one at a time, and keeps each log
+    dir's ``cleaner-offset-checkpoint``. Each round's heavy work (:func:`run_cleaning_job`)
+    runs in a worker process of its own (spawned on first use, ended by :meth:`close`), so
+    that it does not hold the broker's GIL; with ``use_process=False``, on
+    ``run_in_executor``. Not thread-safe: the broker's event loop owns it."""
 
     logs: Callable[[], Iterable[tuple[TopicPartitionKey, PartitionLog]]]
     log_dirs: list[Path]
     clock: Callable[[], int]
     run_in_executor: Callable[..., Awaitable]
+    use_process: bool = True
+    _pool: ProcessPoolExecutor | None = None
     _first_dirty: dict[TopicPartitionKey, int] = field(default_factory=dict)
     _tombstones_due: dict[TopicPartitionKey, int] = field(default_factory=dict)
     # The log each key was last seen with: a topic deleted and created again starts over.
@@ -443,9 +567,15 @@ class LogCleaner:
             if plan is None:
                 continue
             try:
-                cleaned = await self.run_in_executor(build_cleaned_segments, plan)
+                result = await self._run_job(CleaningJob.of(plan))
+                cleaned = open_cleaned_segments(plan, result)
             except CleaningAbandoned as e:
                 logger.warning("abandoning a cleaning round: %s", e)
+                continue
+            except BrokenProcessPool as e:  # the worker died: a new one next round
+                logger.error("%s: the cleaner's worker process failed: %s", log.name, e)
+                self._pool = None
+                _remove_swap_files(log.directory, (s.base_offset for s in plan.segments))
                 continue
             if not swap_in(plan, cleaned):
                 continue
@@ -459,6 +589,21 @@ class LogCleaner:
         if cleaned_count:
             await self.run_in_executor(self.write_checkpoints, self.checkpoint_snapshot())
         return cleaned_count
+
+    async def _run_job(self, job: CleaningJob) -> JobResult:
+        if not self.use_process:
+            return await self.run_in_executor(run_cleaning_job, job)
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        return await asyncio.get_running_loop().run_in_executor(
+            self._pool, run_cleaning_job, job)
+
+    def close(self) -> None:
+        """Ends the worker process, after the round it is running (if any) ends."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
     def _forget(self, key: TopicPartitionKey) -> None:
         self._first_dirty.pop(key, None)

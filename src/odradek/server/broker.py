@@ -144,6 +144,8 @@ class Broker:
         for connection in connections:
             connection.close()
         await self._server.wait_closed()
+        if (cleaner := getattr(self, "_cleaner", None)) is not None:
+            await asyncio.to_thread(cleaner.close)  # the worker process, after its round
         self.replica_manager.shutdown()  # producer state snapshots, before the logs close
         self.log_manager.close_all()  # flush, checkpoints, clean shutdown markers
         if self.metadata is not None:
@@ -183,10 +185,10 @@ class Broker:
     def _log_cleaner_task(self) -> list[tuple[str, Callable[[], float],
                                               Callable[[], Awaitable[None]]]]:
         """Compaction (Kafka's ``kafka-log-cleaner-thread``): reading and writing segments
-        runs on an executor thread, the swap on the event loop."""
+        runs in a worker process, the swap on the event loop."""
         if not self.config.get("log.cleaner.enable"):
             return []
-        cleaner = LogCleaner(
+        cleaner = self._cleaner = LogCleaner(
             logs=self.log_manager.compacted_logs, log_dirs=self.log_manager.log_dirs,
             clock=self.clock,
             run_in_executor=functools.partial(self._loop.run_in_executor, None),

@@ -199,8 +199,9 @@ def test_a_crash_in_the_middle_of_a_swap_is_settled_at_the_next_open(
     assert {k: (o, v) for o, k, v in after} == {k: (o, v) for o, k, v in before}
 
 
+@pytest.mark.parametrize("use_process", [True, False], ids=["worker-process", "executor"])
 def test_the_cleaner_checkpoints_where_it_stopped_and_a_restart_does_not_clean_again(
-        tmp_path: Path):
+        tmp_path: Path, use_process: bool):
     from odradek.log import LogManager
 
     log_dir = tmp_path / "data"
@@ -216,10 +217,19 @@ def test_the_cleaner_checkpoints_where_it_stopped_and_a_restart_does_not_clean_a
 
     def cleaner() -> LogCleaner:
         return LogCleaner(logs=manager.compacted_logs, log_dirs=[log_dir],
-                          clock=lambda: now[0], run_in_executor=run_in_executor)
+                          clock=lambda: now[0], run_in_executor=run_in_executor,
+                          use_process=use_process)
 
-    assert asyncio.run(cleaner().clean_logs()) == 1
+    records = [(i, b"k", b"v%d" % i) for i in range(10)]
+    first = cleaner()
+    try:
+        assert asyncio.run(first.clean_logs()) == 1
+    finally:
+        first.close()
     end = log.segments[-1].base_offset
+    assert consume(log) == compacted(records, end)
+    assert not [p for p in log.directory.iterdir()
+                if p.name.endswith((CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX))]
     assert read_offsets_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT) == {("orders", 0): end}
     assert cleaner().first_dirty_offset(("orders", 0)) == end
     assert asyncio.run(cleaner().clean_logs()) == 0  # nothing dirty since
