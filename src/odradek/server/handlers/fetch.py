@@ -37,26 +37,30 @@ def handle_fetch(ctx: RequestContext, request) -> object:
     max_wait_ms = millis(request.max_wait)
     if total_bytes >= request.min_bytes or max_wait_ms <= 0 or has_error:
         return _respond(ctx, responses)
-    return _long_poll(ctx, request, max_wait_ms)
-
-
-async def _long_poll(ctx: RequestContext, request, max_wait_ms: int) -> object:
-    replica_manager = ctx.broker.replica_manager
+    # Watch now, before returning: the coroutine below starts only at a later turn of the
+    # event loop, and an append in between would otherwise go unseen (a lost wakeup).
     watched = [TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    appended = ctx.broker.replica_manager.wait_for_appends(watched)
+    return _long_poll(ctx, request, max_wait_ms, watched, appended)
+
+
+async def _long_poll(ctx: RequestContext, request, max_wait_ms: int,
+                     watched: list[TopicPartition], appended: asyncio.Future[None]) -> object:
+    """Waits for appends, then reads again, until ``min_bytes`` or the deadline; each round
+    watches again before it reads, so no append is missed between rounds either."""
+    replica_manager = ctx.broker.replica_manager
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_ms / 1000
-    while True:
-        # Watch first, then read: this task starts a loop iteration after handle_fetch read,
-        # and an append in between would otherwise go unseen until max_wait (lost wakeup).
-        appended = replica_manager.wait_for_appends(watched)
-        try:
-            responses, total_bytes, has_error = _read(ctx, request)
-            remaining = deadline - loop.time()
-            if total_bytes >= request.min_bytes or has_error or remaining <= 0:
-                return _respond(ctx, responses)
-            await asyncio.wait([appended], timeout=remaining)
-        finally:
+    try:
+        while True:
+            await asyncio.wait([appended], timeout=max(0.0, deadline - loop.time()))
             replica_manager.stop_waiting(watched, appended)
+            appended = replica_manager.wait_for_appends(watched)
+            responses, total_bytes, has_error = _read(ctx, request)
+            if total_bytes >= request.min_bytes or has_error or loop.time() >= deadline:
+                return _respond(ctx, responses)
+    finally:
+        replica_manager.stop_waiting(watched, appended)
 
 
 def _respond(ctx: RequestContext, responses: list[dict]) -> object:
