@@ -129,10 +129,6 @@ class Client:
         """Why this client cannot produce with ``codec`` here, if it cannot."""
         return None
 
-    def codec_downgrade_reason(self, codec: str) -> str | None:
-        """Why this client may send ``codec`` batches uncompressed to odradek, if it may."""
-        return None
-
     def produce(self, bootstrap: str, topic: str, records: Sequence[Mapping], *,
                 compression: str | None = None) -> list[Delivered] | None:
         """Sends ``records`` in order and waits for all to be acknowledged; raises the
