@@ -1,7 +1,8 @@
 """Log compaction as consumers see it: on a ``cleanup.policy=compact`` topic the broker's
 log cleaner leaves the latest record of each key (and whatever the active segment holds)
-at its original offset, tombstones go after ``delete.retention.ms``, and a record without
-a key is refused with INVALID_RECORD."""
+at its original offset, tombstones go after ``delete.retention.ms``, an idempotent
+producer's emptied last batch stays as an empty batch that consumers read past, and a
+record without a key is refused with INVALID_RECORD."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 import confluent_kafka
 import pytest
 
+from odradek.protocol.records import RecordBatch, iter_batches
 from odradek.replication.partition import TopicPartition
 
 pytestmark = pytest.mark.odradek_config(log_cleaner_backoff_ms=100)
@@ -64,6 +66,20 @@ def active_segment_base(odradek_broker, topic: str) -> int:
     return odradek_broker.call(base())
 
 
+def stored_batches(odradek_broker, topic: str) -> list[RecordBatch]:
+    """Every batch in the partition's log, as stored, read segment by segment."""
+    async def read() -> list[bytes]:
+        log = odradek_broker.broker.replica_manager.get_partition(TopicPartition(topic, 0)).log
+        chunks, offset = [], log.log_start_offset
+        while offset < log.log_end_offset:
+            chunk = log.read(offset, 2**31 - 1).records
+            chunks.append(chunk)
+            offset = list(iter_batches(chunk))[-1].next_offset
+        return chunks
+
+    return [batch for chunk in odradek_broker.call(read()) for batch in iter_batches(chunk)]
+
+
 def wait_for(condition, what: str):
     deadline = time.monotonic() + TIMEOUT_SECONDS
     while not (result := condition()):
@@ -110,3 +126,44 @@ def test_a_record_without_a_key_is_refused_with_invalid_record(bootstrap, create
     topic = create_topic("keyed", cleanup_policy="compact")
     errors = produce_one_batch_each(bootstrap, topic, [(None, b"no key")])
     assert [error.code() for error in errors] == [confluent_kafka.KafkaError.INVALID_RECORD]
+
+
+@pytest.mark.clients("confluent-kafka", "kafka-python")
+@pytest.mark.parametrize("fetch_config", [None, {"max.partition.fetch.bytes": 64}],
+                         ids=["default-fetch", "one-batch-per-fetch"])
+def test_consumers_read_past_the_empty_batch_kept_for_an_idempotent_producers_last_sequence(
+        odradek_broker, bootstrap, create_topic, client, fetch_config):
+    topic = create_topic("balances", cleanup_policy="compact", segment_bytes=SMALL_SEGMENT_BYTES,
+                         min_cleanable_dirty_ratio=0.01)
+    idempotent = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0,
+                                           "enable.idempotence": True})
+    errors: list[confluent_kafka.KafkaError] = []
+
+    def send_idempotent(key: bytes, value: bytes) -> None:
+        idempotent.produce(topic, key=key, value=value, partition=0,
+                           on_delivery=lambda error, _: error and errors.append(error))
+        assert idempotent.flush(TIMEOUT_SECONDS) == 0
+
+    send_idempotent(b"a", b"first")  # offset 0
+    send_idempotent(b"b", b"first")  # offset 1: the producer's last batch
+    sent = [(b"a", b"second"), (b"b", b"second")] + [(b"filler", b"%d" % i) for i in range(8)]
+    assert produce_one_batch_each(bootstrap, topic, sent) == []
+
+    def empty_batch():
+        return next((b for b in stored_batches(odradek_broker, topic)
+                     if b.has_producer_id and b.records_count == 0), None)
+
+    kept = wait_for(empty_batch, "the cleaner has emptied the producer's last batch")
+    assert (kept.base_offset, kept.last_offset, kept.base_sequence) == (1, 1, 1)
+    active_base = active_segment_base(odradek_broker, topic)
+    everything = [(0, b"a", b"first"), (1, b"b", b"first")] + [
+        (offset, key, value) for offset, (key, value) in enumerate(sent, start=2)]
+    latest = {key: offset for offset, key, _ in everything if offset < active_base}
+    expected = [r for r in everything if r[0] >= active_base or latest[r[1]] == r[0]]
+
+    consumed = client.consume(bootstrap, topic, len(expected), config=fetch_config)
+    assert [(c.offset, c.key, c.value) for c in consumed] == expected
+
+    # The producer goes on where it left off.
+    send_idempotent(b"c", b"after compaction")
+    assert errors == []

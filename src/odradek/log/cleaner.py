@@ -19,11 +19,21 @@ segment below the first dirty offset whose largest timestamp is ``delete.retenti
 old. Adjacent segments are merged while their sizes add up to at most ``segment.bytes``.
 The next first dirty offset is 300.
 
-Records keep their offsets: a rewritten batch holds the kept records at their original
-offsets, its base offset the first kept one's, its producer id, epoch, flags and leader
-epoch the original's, its base sequence that of the first kept record. A batch whose
-records all stay is copied byte for byte, and so are control and transactional batches
-(their records are not in the offset map either) and keyless records.
+The offset map holds at most ``log.cleaner.dedupe.buffer.size`` * ``log.cleaner.io.buffer.
+load.factor`` / 24 keys (:class:`CleanerConfig`). When the dirty section has more, the map
+takes whole segments while their keys fit and the round ends at the first segment that
+would overflow it: in the example, if the keys of segments 100 and 200 together do not
+fit, the round maps [100, 200), rewrites segments 0 and 100, and the next round starts at
+200. A first dirty segment whose keys alone do not fit makes the log uncleanable until it
+is reopened (Kafka 0.10's ``buildOffsetMap``; since 0.11 Kafka maps part of a segment).
+
+What stays of each batch is :mod:`odradek.log.record_filter`'s decision (Kafka's
+``filterTo``): records keep their offsets, a rewritten batch its base offset, last offset
+and base sequence, and an emptied batch that holds an active producer's last sequence
+stays as a header. The active producers are read off the log itself, as the producer
+state is rebuilt from it: a producer's last batch is the last batch with its producer id,
+and the producer is active until that batch's max timestamp is ``producer.id.expiration.ms``
+old (Kafka's ``ProducerStateManager.isProducerExpired``).
 
 Concurrency: :func:`plan_cleaning` and :func:`swap_in` run on the event loop (they look at
 and change the segment list); :func:`run_cleaning_job`, the reading and writing, runs in
@@ -37,12 +47,10 @@ cleaned segments meanwhile (truncation, retention, DeleteRecords), and the loade
 a swap a crash interrupted (:mod:`odradek.log.loader`).
 
 Not done (Kafka does): transactional batches are not compacted (aborted records are not
-removed, committed ones supersede nothing), an emptied batch is not kept for its
-producer's last sequence, and a rewritten batch's offsets run from its first to its last
-kept record rather than over the original batch's whole range. The offset map holds whole
-keys, not bounded by ``log.cleaner.dedupe.buffer.size``; a round cleans the whole
-cleanable part of the log, however large. Tombstones age by their segment's largest
-record timestamp, not by the time they were first cleaned (KIP-534's delete horizon).
+removed, committed ones supersede nothing). Tombstones age by their segment's largest
+record timestamp, not by the time they were first cleaned (KIP-534's delete horizon). The
+last batch before the round's end is dropped when emptied (Kafka keeps it as a header, so
+that the cleaned segment still ends at the round's end offset).
 """
 
 from __future__ import annotations
@@ -59,14 +67,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek.protocol.records import (
-    NO_SEQUENCE,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     CorruptRecordError,
-    Record,
     RecordBatch,
     RecordsError,
-    build_batch,
 )
 
 from odradek.log.checkpoint import (
@@ -78,6 +83,13 @@ from odradek.log.checkpoint import (
 from odradek.log.errors import KafkaStorageError
 from odradek.log.open_files import OpenFiles
 from odradek.log.partition_log import PartitionLog
+from odradek.log.record_filter import (
+    DEFAULT_DEDUPE_BUFFER_LOAD_FACTOR,
+    DEFAULT_DEDUPE_BUFFER_SIZE,
+    OffsetMap,
+    offset_map_capacity,
+    retain,
+)
 from odradek.log.segment import (
     CLEANED_FILE_SUFFIX,
     MAX_RELATIVE_OFFSET,
@@ -93,14 +105,37 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 # read on its own).
 READ_CHUNK = 4 * 1024 * 1024
 
-# Sequence numbers are int32 and wrap to 0 (Kafka's DefaultRecordBatch.incrementSequence).
-_SEQUENCE_MODULUS = 2**31
+# Kafka's default producer.id.expiration.ms (1 day).
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
 TopicPartitionKey = tuple[str, int]
 
 
 class CleaningAbandoned(Exception):
     """The segments being cleaned went away or could not be read: the round is dropped."""
+
+
+class OffsetMapTooSmallError(CleaningAbandoned):
+    """The first dirty segment has more keys than the offset map holds: the log cannot be
+    cleaned with this ``log.cleaner.dedupe.buffer.size``."""
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerConfig:
+    """The broker configs a cleaning round follows (Kafka's ``CleanerConfig``, one cleaner
+    thread), and ``producer.id.expiration.ms``, which decides whose last batch is kept."""
+
+    dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE
+    io_buffer_load_factor: float = DEFAULT_DEDUPE_BUFFER_LOAD_FACTOR
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+
+    def __post_init__(self) -> None:
+        # Refuses a buffer that cannot hold one key, as Kafka's Cleaner does at start.
+        offset_map_capacity(self.dedupe_buffer_size, self.io_buffer_load_factor)
+
+    @property
+    def offset_map_capacity(self) -> int:
+        return offset_map_capacity(self.dedupe_buffer_size, self.io_buffer_load_factor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +146,12 @@ class CleaningPlan:
     segments: tuple[LogSegment, ...]  # the log's segments below end_offset, oldest first
     sizes: tuple[int, ...]  # their sizes now: the thread reads no further
     first_dirty_offset: int
-    end_offset: int  # the first uncleanable offset: the next round's first dirty offset
+    end_offset: int  # the first uncleanable offset: where the round ends if the map allows
     drop_tombstones: tuple[bool, ...]  # per segment: clean and past delete.retention.ms
     now_ms: int
+    # The log files from end_offset on and their sizes now: read for producer ids only.
+    uncleanable: tuple[tuple[Path, int], ...]
+    cleaner_config: CleanerConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +179,12 @@ class CleaningJob:
     segments: tuple[SegmentInfo, ...]
     sizes: tuple[int, ...]
     first_dirty_offset: int
+    end_offset: int
     drop_tombstones: tuple[bool, ...]
     now_ms: int
+    uncleanable: tuple[tuple[Path, int], ...]
+    offset_map_capacity: int
+    producer_id_expiration_ms: int
     segment_bytes: int
     index_interval_bytes: int
     segment_index_bytes: int
@@ -165,8 +207,12 @@ class CleaningJob:
             ),
             sizes=plan.sizes,
             first_dirty_offset=plan.first_dirty_offset,
+            end_offset=plan.end_offset,
             drop_tombstones=plan.drop_tombstones,
             now_ms=plan.now_ms,
+            uncleanable=plan.uncleanable,
+            offset_map_capacity=plan.cleaner_config.offset_map_capacity,
+            producer_id_expiration_ms=plan.cleaner_config.producer_id_expiration_ms,
             segment_bytes=config.segment_bytes,
             index_interval_bytes=config.index_interval_bytes,
             segment_index_bytes=config.segment_index_bytes,
@@ -176,18 +222,24 @@ class CleaningJob:
 
 @dataclass(frozen=True, slots=True)
 class JobResult:
-    """The worker's output: the base offsets of the ``*.swap`` segments it wrote, and when
-    a tombstone they kept may go."""
+    """The worker's output: the base offsets of the ``*.swap`` segments it wrote, how many
+    of the planned segments they replace, where the round ended (the next first dirty
+    offset), and when a tombstone they kept may go."""
 
     base_offsets: tuple[int, ...]
+    replaced: int
+    end_offset: int
     tombstones_due_ms: int | None
 
 
 @dataclass(frozen=True, slots=True)
 class CleanedSegments:
-    """The thread's output: the ``*.swap`` segments and when a tombstone they kept may go."""
+    """The ``*.swap`` segments, opened; the first ``replaced`` planned segments are what
+    they replace."""
 
     segments: list[LogSegment]
+    replaced: int
+    end_offset: int
     tombstones_due_ms: int | None
 
 
@@ -216,7 +268,7 @@ def first_uncleanable_offset(log: PartitionLog, first_dirty_offset: int, now_ms:
 
 def plan_cleaning(
     log: PartitionLog, first_dirty_offset: int, now_ms: int,
-    tombstones_due_ms: int | None = None,
+    tombstones_due_ms: int | None = None, cleaner_config: CleanerConfig = CleanerConfig(),
 ) -> CleaningPlan | None:
     """The round to run on ``log`` now, or None if it needs none (Kafka's
     ``LogCleanerManager.grabFilthiestCompactedLog`` for one log)."""
@@ -251,6 +303,8 @@ def plan_cleaning(
             for s in cleanable
         ),
         now_ms=now_ms,
+        uncleanable=tuple((s.log_path, s.size) for s in log.segments[len(cleanable):]),
+        cleaner_config=cleaner_config,
     )
 
 
@@ -269,8 +323,8 @@ def run_cleaning_job(job: CleaningJob) -> JobResult:
     descriptors of its own, so it runs in a worker process (or any thread). Raises
     ``CleaningAbandoned``."""
     try:
-        offset_map = _build_offset_map(job)
-        return _write_cleaned(job, offset_map)
+        offset_map, mapped = _build_offset_map(job)
+        return _write_cleaned(job, offset_map, mapped, _last_offsets_of_active_producers(job))
     except (OSError, RecordsError, ValueError) as e:  # ValueError: offsets out of order
         raise CleaningAbandoned(f"{job.name}: {e}") from e
 
@@ -298,7 +352,8 @@ def open_cleaned_segments(plan: CleaningPlan, result: JobResult) -> CleanedSegme
                 segment.close()
         _remove_swap_files(plan.log.directory, result.base_offsets)
         raise CleaningAbandoned(f"{plan.log.name}: {e}") from e
-    return CleanedSegments(segments, result.tombstones_due_ms)
+    return CleanedSegments(segments, result.replaced, result.end_offset,
+                           result.tombstones_due_ms)
 
 
 def _remove_swap_files(directory: Path, base_offsets: Iterable[int]) -> None:
@@ -310,28 +365,60 @@ def _remove_swap_files(directory: Path, base_offsets: Iterable[int]) -> None:
                     missing_ok=True)
 
 
-def _build_offset_map(job: CleaningJob) -> dict[bytes, int]:
-    """key -> latest offset in the dirty section (Kafka's ``SkimpyOffsetMap``)."""
-    offset_map: dict[bytes, int] = {}
-    for segment, size in zip(job.segments, job.sizes):
+def _build_offset_map(job: CleaningJob) -> tuple[OffsetMap, int]:
+    """Key -> latest offset over the dirty segments, as many whole segments as fit the map
+    (Kafka's ``buildOffsetMap``), and how many of the planned segments the round cleans:
+    those before the first segment left out. Raises ``OffsetMapTooSmallError`` if not even
+    the first dirty segment fits."""
+    offset_map = OffsetMap(job.offset_map_capacity)
+    mapped_any = False
+    for i, (segment, size) in enumerate(zip(job.segments, job.sizes)):
         if segment.next_offset <= job.first_dirty_offset:
             continue
-        for batch in _read_batches(segment, size):
+        keys: dict[bytes, int] = {}
+        for batch in _read_batches(segment.log_path, size):
             if batch.is_control_batch or batch.is_transactional:
-                continue  # see _retain
+                continue  # copied untouched: see record_filter.retain
             for record in batch.records():
                 if record.key is not None and record.offset >= job.first_dirty_offset:
-                    offset_map[record.key] = record.offset
-    return offset_map
+                    keys[record.key] = record.offset
+        if not offset_map.fits(keys):
+            if not mapped_any:
+                raise OffsetMapTooSmallError(
+                    f"{job.name}: the segment at offset {segment.base_offset} has more keys "
+                    f"than the offset map holds ({job.offset_map_capacity}); increase "
+                    f"log.cleaner.dedupe.buffer.size")
+            return offset_map, i
+        offset_map.update(keys)
+        mapped_any = True
+    return offset_map, len(job.segments)
 
 
-def _groups(job: CleaningJob) -> Iterator[list[int]]:
-    """Indexes of adjacent segments merged into one, while their sizes add up to at most
-    segment.bytes and their index entries fit one index (Kafka's ``groupSegmentsBySize``)."""
+def _last_offsets_of_active_producers(job: CleaningJob) -> dict[int, int]:
+    """Producer id -> the last offset of its last batch in the log, for the producers not
+    yet expired (Kafka's ``lastRecordsOfActiveProducers``), read off the batch headers of
+    the whole log."""
+    last_batches: dict[int, tuple[int, int]] = {}
+    files = [(s.log_path, size) for s, size in zip(job.segments, job.sizes)]
+    for log_path, size in files + list(job.uncleanable):
+        for batch in _read_batches(log_path, size):
+            if batch.has_producer_id and not batch.is_control_batch:
+                last_batches[batch.producer_id] = (batch.last_offset, batch.max_timestamp)
+    return {
+        producer_id: last_offset
+        for producer_id, (last_offset, max_timestamp) in last_batches.items()
+        if job.now_ms - max_timestamp < job.producer_id_expiration_ms
+    }
+
+
+def _groups(job: CleaningJob, count: int) -> Iterator[list[int]]:
+    """Indexes of adjacent segments among the first ``count`` merged into one, while their
+    sizes add up to at most segment.bytes and their index entries fit one index (Kafka's
+    ``groupSegmentsBySize``)."""
     max_bytes = job.segment_bytes
     group: list[int] = []
     group_bytes = offset_entries = time_entries = 0
-    for i, segment in enumerate(job.segments):
+    for i, segment in enumerate(job.segments[:count]):
         first = job.segments[group[0]] if group else segment
         if group and (
             group_bytes + job.sizes[i] > max_bytes
@@ -349,12 +436,16 @@ def _groups(job: CleaningJob) -> Iterator[list[int]]:
         yield group
 
 
-def _write_cleaned(job: CleaningJob, offset_map: dict[bytes, int]) -> JobResult:
+def _write_cleaned(
+    job: CleaningJob, offset_map: OffsetMap, count: int, producers: dict[int, int],
+) -> JobResult:
+    """Rewrites the first ``count`` planned segments; ``producers`` are the last offsets of
+    the active producers' last batches."""
     files = OpenFiles(capacity=1)  # this worker's own: the broker's are the loop's
     cleaned_segments: list[LogSegment] = []
     tombstones_due_ms: int | None = None
     try:
-        for group in _groups(job):
+        for group in _groups(job, count):
             first = job.segments[group[0]]
             cleaned = LogSegment.create(
                 job.directory, first.base_offset,
@@ -365,11 +456,15 @@ def _write_cleaned(job: CleaningJob, offset_map: dict[bytes, int]) -> JobResult:
             cleaned_segments.append(cleaned)
             kept_tombstone = False
             for i in group:
-                for batch in _read_batches(job.segments[i], job.sizes[i]):
-                    retained, tombstone = _retain(batch, offset_map, job.drop_tombstones[i])
-                    kept_tombstone = kept_tombstone or tombstone
-                    if retained is not None:
-                        cleaned.append(retained, [RecordBatch(retained)], job.now_ms)
+                for batch in _read_batches(job.segments[i].log_path, job.sizes[i]):
+                    retained = retain(
+                        batch, offset_map, drop_tombstones=job.drop_tombstones[i],
+                        holds_producers_last_sequence=(
+                            producers.get(batch.producer_id) == batch.last_offset),
+                    )
+                    kept_tombstone = kept_tombstone or retained.kept_tombstone
+                    if retained.data is not None:
+                        cleaned.append(retained.data, [RecordBatch(retained.data)], job.now_ms)
             if kept_tombstone:
                 newest = cleaned.max_timestamp if cleaned.max_timestamp != NO_TIMESTAMP \
                     else job.now_ms
@@ -396,66 +491,24 @@ def _write_cleaned(job: CleaningJob, offset_map: dict[bytes, int]) -> JobResult:
         raise
     finally:
         files.close_all()
-    return JobResult(tuple(s.base_offset for s in kept), tombstones_due_ms)
+    end_offset = job.segments[count].base_offset if count < len(job.segments) \
+        else job.end_offset
+    return JobResult(tuple(s.base_offset for s in kept), count, end_offset, tombstones_due_ms)
 
 
-def _retain(
-    batch: RecordBatch, offset_map: dict[bytes, int], drop_tombstones: bool
-) -> tuple[bytes | None, bool]:
-    """The batch as it stays in the cleaned log (None if nothing stays), and whether it
-    keeps a tombstone."""
-    if batch.is_control_batch or batch.is_transactional:
-        # Without transaction markers to tell aborted from committed records, a
-        # transactional record neither supersedes another nor is superseded (Kafka leaves
-        # aborted ones out of the offset map): the batch stays as it is.
-        return bytes(batch.buffer), False
-    records = batch.records()
-    kept = [r for r in records if _keep(r, offset_map, drop_tombstones)]
-    kept_tombstone = any(r.value is None and r.key is not None for r in kept)
-    if len(kept) == len(records):
-        return bytes(batch.buffer), kept_tombstone
-    if not kept:
-        return None, False
-    return build_batch(
-        kept,
-        compression=batch.compression_type,
-        producer_id=batch.producer_id,
-        producer_epoch=batch.producer_epoch,
-        base_sequence=_sequence_of(batch, kept[0]),
-        is_transactional=batch.is_transactional,
-        timestamp_type=batch.timestamp_type,
-        partition_leader_epoch=batch.partition_leader_epoch,
-    ), kept_tombstone
-
-
-def _keep(record: Record, offset_map: dict[bytes, int], drop_tombstones: bool) -> bool:
-    if record.key is None:
-        return True  # nothing to compact it against (a topic that was not compacted)
-    latest = offset_map.get(record.key)
-    if latest is not None and record.offset < latest:
-        return False
-    return not (record.value is None and drop_tombstones)
-
-
-def _sequence_of(batch: RecordBatch, record: Record) -> int:
-    if batch.base_sequence == NO_SEQUENCE:
-        return NO_SEQUENCE
-    return (batch.base_sequence + record.offset - batch.base_offset) % _SEQUENCE_MODULUS
-
-
-def _read_batches(segment: LogSegment | SegmentInfo, size: int) -> Iterator[RecordBatch]:
-    """The batches in the first ``size`` bytes of ``segment``, read through a descriptor of
-    its own."""
+def _read_batches(log_path: Path, size: int) -> Iterator[RecordBatch]:
+    """The batches in the first ``size`` bytes of the segment file ``log_path``, read
+    through a descriptor of its own."""
     try:
-        fd = os.open(segment.log_path, os.O_RDONLY)
+        fd = os.open(log_path, os.O_RDONLY)
     except FileNotFoundError as e:
-        raise CleaningAbandoned(f"{segment.log_path} is gone") from e
+        raise CleaningAbandoned(f"{log_path} is gone") from e
     try:
         position = 0
         while position < size:
             chunk = os.pread(fd, min(READ_CHUNK, size - position), position)
             if len(chunk) < RECORD_BATCH_OVERHEAD:
-                raise CorruptRecordError(f"{segment.log_path}: truncated at {position}")
+                raise CorruptRecordError(f"{log_path}: truncated at {position}")
             batch_size = RecordBatch(chunk).size_in_bytes
             if batch_size > len(chunk):  # one batch larger than the chunk
                 chunk = os.pread(fd, batch_size, position)
@@ -463,13 +516,13 @@ def _read_batches(segment: LogSegment | SegmentInfo, size: int) -> Iterator[Reco
             while offset + RECORD_BATCH_OVERHEAD <= len(chunk):
                 batch = RecordBatch(chunk, offset)
                 if batch.size_in_bytes < RECORD_BATCH_OVERHEAD:
-                    raise CorruptRecordError(f"{segment.log_path}: bad batch at {position}")
+                    raise CorruptRecordError(f"{log_path}: bad batch at {position}")
                 if offset + batch.size_in_bytes > len(chunk):
                     break
                 yield batch
                 offset += batch.size_in_bytes
             if offset == 0:
-                raise CorruptRecordError(f"{segment.log_path}: truncated at {position}")
+                raise CorruptRecordError(f"{log_path}: truncated at {position}")
             position += offset
     finally:
         os.close(fd)
@@ -485,10 +538,11 @@ def _remove_files(segment: LogSegment) -> None:
 
 
 def swap_in(plan: CleaningPlan, cleaned: CleanedSegments) -> bool:
-    """Puts the cleaned segments in place of the planned ones; False (and the cleaned
-    files removed) if the log changed them meanwhile."""
+    """Puts the cleaned segments in place of the planned ones they replace; False (and
+    the cleaned files removed) if the log changed those meanwhile."""
     try:
-        swapped = plan.log.replace_segments(list(plan.segments), list(plan.sizes),
+        swapped = plan.log.replace_segments(list(plan.segments[:cleaned.replaced]),
+                                            list(plan.sizes[:cleaned.replaced]),
                                             cleaned.segments)
     except KafkaStorageError:
         swapped = False
@@ -503,11 +557,11 @@ def swap_in(plan: CleaningPlan, cleaned: CleanedSegments) -> bool:
 
 def clean(
     log: PartitionLog, first_dirty_offset: int, now_ms: int,
-    tombstones_due_ms: int | None = None,
+    tombstones_due_ms: int | None = None, cleaner_config: CleanerConfig = CleanerConfig(),
 ) -> CleanResult | None:
     """One round on ``log``, all on the calling thread (tests and tools); None if the log
     needed none or the round was abandoned."""
-    plan = plan_cleaning(log, first_dirty_offset, now_ms, tombstones_due_ms)
+    plan = plan_cleaning(log, first_dirty_offset, now_ms, tombstones_due_ms, cleaner_config)
     if plan is None:
         return None
     try:
@@ -517,7 +571,7 @@ def clean(
         return None
     if not swap_in(plan, cleaned):
         return None
-    return CleanResult(plan.end_offset, cleaned.tombstones_due_ms)
+    return CleanResult(cleaned.end_offset, cleaned.tombstones_due_ms)
 
 
 # -- the service -------------------------------------------------------------------------
@@ -529,18 +583,22 @@ class LogCleaner:
     dir's ``cleaner-offset-checkpoint``. Each round's heavy work (:func:`run_cleaning_job`)
     runs in a worker process of its own (spawned on first use, ended by :meth:`close`), so
     that it does not hold the broker's GIL; with ``use_process=False``, on
-    ``run_in_executor``. Not thread-safe: the broker's event loop owns it."""
+    ``run_in_executor``. A log whose first dirty segment has more keys than the offset map
+    holds is left alone until it is reopened (Kafka's uncleanable partitions). Not
+    thread-safe: the broker's event loop owns it."""
 
     logs: Callable[[], Iterable[tuple[TopicPartitionKey, PartitionLog]]]
     log_dirs: list[Path]
     clock: Callable[[], int]
     run_in_executor: Callable[..., Awaitable]
     use_process: bool = True
+    config: CleanerConfig = CleanerConfig()
     _pool: ProcessPoolExecutor | None = None
     _first_dirty: dict[TopicPartitionKey, int] = field(default_factory=dict)
     _tombstones_due: dict[TopicPartitionKey, int] = field(default_factory=dict)
     # The log each key was last seen with: a topic deleted and created again starts over.
     _seen: dict[TopicPartitionKey, PartitionLog] = field(default_factory=dict)
+    _uncleanable: set[TopicPartitionKey] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         for log_dir in self.log_dirs:
@@ -557,18 +615,25 @@ class LogCleaner:
         """One round on every log that needs one; returns how many were cleaned."""
         cleaned_count = 0
         logs = dict(self.logs())
-        for key in set(self._first_dirty) | set(self._tombstones_due) | set(self._seen):
+        for key in set(self._first_dirty) | set(self._tombstones_due) | set(self._seen) \
+                | self._uncleanable:
             if key not in logs or self._seen.get(key, logs[key]) is not logs[key]:
                 self._forget(key)
         self._seen.update(logs)
         for key, log in logs.items():
+            if key in self._uncleanable:
+                continue
             plan = plan_cleaning(log, self.first_dirty_offset(key), self.clock(),
-                                 self._tombstones_due.get(key))
+                                 self._tombstones_due.get(key), self.config)
             if plan is None:
                 continue
             try:
                 result = await self._run_job(CleaningJob.of(plan))
                 cleaned = open_cleaned_segments(plan, result)
+            except OffsetMapTooSmallError as e:
+                logger.error("%s; not cleaning it again until it is reopened", e)
+                self._uncleanable.add(key)
+                continue
             except CleaningAbandoned as e:
                 logger.warning("abandoning a cleaning round: %s", e)
                 continue
@@ -580,12 +645,12 @@ class LogCleaner:
             if not swap_in(plan, cleaned):
                 continue
             cleaned_count += 1
-            self._first_dirty[key] = plan.end_offset
+            self._first_dirty[key] = cleaned.end_offset
             if cleaned.tombstones_due_ms is None:
                 self._tombstones_due.pop(key, None)
             else:
                 self._tombstones_due[key] = cleaned.tombstones_due_ms
-            logger.info("%s: cleaned up to offset %d", log.name, plan.end_offset)
+            logger.info("%s: cleaned up to offset %d", log.name, cleaned.end_offset)
         if cleaned_count:
             await self.run_in_executor(self.write_checkpoints, self.checkpoint_snapshot())
         return cleaned_count
@@ -609,6 +674,7 @@ class LogCleaner:
         self._first_dirty.pop(key, None)
         self._tombstones_due.pop(key, None)
         self._seen.pop(key, None)
+        self._uncleanable.discard(key)
 
     def checkpoint_snapshot(self) -> dict[Path, dict[TopicPartitionKey, int]]:
         snapshot: dict[Path, dict[TopicPartitionKey, int]] = {d: {} for d in self.log_dirs}

@@ -498,6 +498,8 @@ _BROKER_ROWS = (
     ConfigDef("log.cleaner.delete.retention.ms", _L, 24 * HOUR_MS, "Default of delete.retention.ms.", Range(0)),
     ConfigDef("log.cleaner.min.compaction.lag.ms", _L, 0, "Default of min.compaction.lag.ms.", Range(0)),
     ConfigDef("log.cleaner.max.compaction.lag.ms", _L, LONG_MAX, "Default of max.compaction.lag.ms.", Range(1)),
+    ConfigDef("log.cleaner.dedupe.buffer.size", _L, 128 * 1024 * 1024, "The total memory used for log deduplication across all cleaner threads (24 bytes per key)."),
+    ConfigDef("log.cleaner.io.buffer.load.factor", _D, 0.9, "Log cleaner dedupe buffer load factor: the fraction of the dedupe buffer that can become full."),
     # replication
     ConfigDef("replica.lag.time.max.ms", _L, 30000, "A follower that has not caught up for this long leaves the ISR."),
     ConfigDef("replica.socket.timeout.ms", _I, 30000, "Socket timeout of the follower's fetch requests."),

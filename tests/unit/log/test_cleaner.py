@@ -15,14 +15,16 @@ import pytest
 from odradek.log import LogConfig, PartitionLog
 from odradek.log.cleaner import (
     CLEANER_OFFSET_CHECKPOINT,
+    CleanerConfig,
     LogCleaner,
     build_cleaned_segments,
     clean,
     plan_cleaning,
 )
 from odradek.log.checkpoint import read_offsets_checkpoint
+from odradek.log.producer_state import OutOfOrderSequenceError, ProducerStateManager
 from odradek.log.segment import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
-from odradek.protocol.records import Record, build_batch, iter_batches
+from odradek.protocol.records import Record, RecordBatch, build_batch, iter_batches
 
 # Room for about two one-record batches: every other append rolls a segment.
 SMALL_SEGMENT_BYTES = 160
@@ -34,8 +36,16 @@ COMPACT = LogConfig(
 
 def produce(log: PartitionLog, key: bytes | None, value: bytes | None, timestamp: int = 1_000,
             **batch_options) -> int:
-    batch = bytearray(build_batch([Record(0, timestamp, key, value)], base_offset=0,
-                                  **batch_options))
+    """One one-record batch; its offset."""
+    return produce_records(log, [(key, value)], timestamp, **batch_options)
+
+
+def produce_records(log: PartitionLog, records: list[tuple[bytes | None, bytes | None]],
+                    timestamp: int = 1_000, **batch_options) -> int:
+    """One batch of (key, value) records, as a producer sends it; its base offset."""
+    batch = bytearray(build_batch(
+        [Record(i, timestamp, key, value) for i, (key, value) in enumerate(records)],
+        base_offset=0, **batch_options))
     info = log.append(batch, leader_epoch=0, now_ms=timestamp)
     log.high_watermark = log.log_end_offset
     return info.first_offset
@@ -138,7 +148,7 @@ def test_tombstones_are_kept_until_delete_retention_ms_then_removed(open_log):
     assert (1, b"kept", b"v") in records
 
 
-def test_rewritten_batches_keep_producer_metadata(open_log):
+def test_a_rewritten_batch_keeps_the_original_offsets_sequences_and_producer_metadata(open_log):
     log = open_log(COMPACT)
     records = [Record(i, 1_000, b"k%d" % (i % 2), b"v%d" % i) for i in range(4)]
     log.append(bytearray(build_batch(records, base_offset=0, producer_id=7, producer_epoch=2,
@@ -150,8 +160,10 @@ def test_rewritten_batches_keep_producer_metadata(open_log):
     clean(log, 0, now_ms=10_000)
     batch = next(iter_batches(log.read(0, 1 << 20).records))
     assert [(r.offset, r.value) for r in batch.records()] == [(3, b"v3")]
-    assert (batch.base_offset, batch.producer_id, batch.producer_epoch) == (3, 7, 2)
-    assert (batch.base_sequence, batch.partition_leader_epoch) == (13, 3)
+    # Kafka's filterTo for v2: the batch still spans offsets 0..3 and sequences 10..13.
+    assert (batch.base_offset, batch.last_offset) == (0, 3)
+    assert (batch.base_sequence, batch.last_sequence) == (10, 13)
+    assert (batch.producer_id, batch.producer_epoch, batch.partition_leader_epoch) == (7, 2, 3)
     assert batch.is_valid_crc()
 
 
@@ -251,3 +263,178 @@ def test_a_segment_the_cleaner_emptied_does_not_stop_retention_on_compact_delete
     later_ms = time.time_ns() // 1_000_000 + 10 * 5_000
     log.delete_old_segments(later_ms)
     assert log.log_start_offset == log.log_end_offset == 8
+
+
+# -- an idempotent producer's last batch -------------------------------------------------
+
+PRODUCER_ID = 7
+PRODUCER_EPOCH = 0
+
+
+def produce_idempotent(log: PartitionLog, keys: list[bytes], base_sequence: int,
+                       timestamp: int = 1_000) -> int:
+    """One batch of ``keys`` from producer 7 starting at ``base_sequence``; its base offset."""
+    return produce_records(log, [(key, b"v") for key in keys], timestamp,
+                           producer_id=PRODUCER_ID, producer_epoch=PRODUCER_EPOCH,
+                           base_sequence=base_sequence)
+
+
+def stored_batches(log: PartitionLog):
+    batches, offset = [], log.log_start_offset
+    while offset < log.log_end_offset:
+        read = list(iter_batches(log.read(offset, 1 << 20).records))
+        assert read, f"no batch at {offset}"
+        batches += read
+        offset = read[-1].next_offset
+    return batches
+
+
+def test_an_idempotent_producers_emptied_last_batch_stays_so_its_sequence_survives_a_reopen(
+        open_log):
+    log = open_log(COMPACT)
+    produce_idempotent(log, [b"a", b"b"], base_sequence=0)  # offsets 0..1, sequences 0..1
+    produce_idempotent(log, [b"c", b"d"], base_sequence=2)  # offsets 2..3, sequences 2..3: last
+    for key in (b"a", b"b", b"c", b"d"):  # another writer overwrites every key
+        produce(log, key, b"latest-" + key)
+    produce(log, b"filler", b"f")  # the overwrites leave the active segment
+    before = consume(log)
+    active_base = log.segments[-1].base_offset
+    assert active_base > 7
+
+    assert clean(log, 0, now_ms=10_000).end_offset == active_base
+
+    # The first batch went; the last one stays as a header: no records, its offsets,
+    # producer and sequences.
+    producer_batches = [b for b in stored_batches(log) if b.has_producer_id]
+    assert len(producer_batches) == 1
+    empty = producer_batches[0]
+    assert (empty.records_count, empty.size_in_bytes, empty.records()) == (0, 61, [])
+    assert (empty.base_offset, empty.last_offset) == (2, 3)
+    assert (empty.producer_id, empty.producer_epoch) == (PRODUCER_ID, PRODUCER_EPOCH)
+    assert (empty.base_sequence, empty.last_sequence) == (2, 3)
+    assert empty.max_timestamp == 1_000 and empty.is_valid_crc()
+    # Readers see exactly the latest value of each key, at its offset.
+    assert consume(log) == compacted(before, active_base)
+
+    # Reopened without a producer state snapshot, the state is rebuilt from the log alone,
+    # and the producer's next batch follows its last sequence.
+    log.close()
+    reopened = open_log(COMPACT, now_ms=10_000)
+    state = ProducerStateManager.load(reopened, now_ms=10_000,
+                                      producer_id_expiration_ms=86_400_000)
+    entry = state.entry(PRODUCER_ID)
+    assert entry is not None and (entry.producer_epoch, entry.last_seq) == (PRODUCER_EPOCH, 3)
+    next_batch = RecordBatch(build_batch([Record(0, 11_000, b"e", b"v")], base_offset=0,
+                                         producer_id=PRODUCER_ID, producer_epoch=PRODUCER_EPOCH,
+                                         base_sequence=4))
+    assert state.validate_append(next_batch) is None
+    gap = RecordBatch(build_batch([Record(0, 11_000, b"e", b"v")], base_offset=0,
+                                  producer_id=PRODUCER_ID, producer_epoch=PRODUCER_EPOCH,
+                                  base_sequence=5))
+    with pytest.raises(OutOfOrderSequenceError):
+        state.validate_append(gap)
+
+
+def test_the_empty_batch_goes_once_the_producer_wrote_a_later_batch(open_log):
+    log = open_log(COMPACT)
+    produce_idempotent(log, [b"a"], base_sequence=0)
+    produce(log, b"a", b"overwritten")
+    produce(log, b"filler", b"f")
+    first = clean(log, 0, now_ms=10_000)
+    assert [b.records_count for b in stored_batches(log) if b.has_producer_id] == [0]
+    produce_idempotent(log, [b"b"], base_sequence=1)  # the producer's new last batch
+    for i in range(3):
+        produce(log, b"filler", b"%d" % i)
+    clean(log, first.end_offset, now_ms=10_000)
+    producer_batches = [b for b in stored_batches(log) if b.has_producer_id]
+    assert [(b.base_sequence, b.records_count) for b in producer_batches] == [(1, 1)]
+
+
+def test_an_expired_producers_emptied_last_batch_is_removed(open_log):
+    log = open_log(COMPACT)
+    produce_idempotent(log, [b"a"], base_sequence=0, timestamp=1_000)
+    produce(log, b"a", b"overwritten")
+    produce(log, b"filler", b"f")
+    # producer.id.expiration.ms after the batch's max timestamp, the producer is forgotten.
+    clean(log, 0, now_ms=6_000, cleaner_config=CleanerConfig(producer_id_expiration_ms=5_000))
+    assert [b for b in stored_batches(log) if b.has_producer_id] == []
+    assert [(k, v) for _, k, v in consume(log)] == [(b"a", b"overwritten"), (b"filler", b"f")]
+
+
+def test_transactional_batches_are_copied_untouched(open_log):
+    log = open_log(COMPACT)
+    produce_records(log, [(b"a", b"v")], producer_id=9, producer_epoch=0, base_sequence=0,
+                    is_transactional=True)
+    transactional = bytes(stored_batches(log)[0].buffer)
+    produce(log, b"a", b"overwritten")
+    produce(log, b"filler", b"f")
+    clean(log, 0, now_ms=10_000)
+    assert bytes(stored_batches(log)[0].buffer) == transactional
+
+
+# -- the bounded offset map --------------------------------------------------------------
+
+
+def test_the_offset_map_capacity_follows_the_dedupe_buffer_size_and_load_factor():
+    # Kafka: 128 MiB / 24 bytes per entry, filled to 90 %.
+    assert CleanerConfig().offset_map_capacity == int(134217728 // 24 * 0.9)
+    assert CleanerConfig(dedupe_buffer_size=24 * 100, io_buffer_load_factor=0.5) \
+        .offset_map_capacity == 50
+    with pytest.raises(ValueError, match="too small"):
+        CleanerConfig(dedupe_buffer_size=24)  # one slot at 90 %: not even one message
+
+
+def test_a_small_offset_map_cleans_part_of_the_dirty_section_per_round_until_done(open_log):
+    log = open_log(COMPACT)
+    for i in range(16):  # one-record batches, two per segment: keys k0..k5 over and over
+        produce(log, b"k%d" % (i % 6), b"v%d" % i)
+    before = consume(log)
+    active_base = log.segments[-1].base_offset
+    segment_bases = [s.base_offset for s in log.segments]
+    # Room for three keys (4 slots at 90 %): each round maps one two-key segment.
+    config = CleanerConfig(dedupe_buffer_size=4 * 24)
+    assert config.offset_map_capacity == 3
+
+    ends, first_dirty = [], 0
+    for _ in range(len(segment_bases)):  # a round per segment at most
+        result = clean(log, first_dirty, now_ms=10_000, cleaner_config=config)
+        assert result is not None
+        ends.append(first_dirty := result.end_offset)
+        if first_dirty == active_base:
+            break
+    # Each round stopped at the next segment boundary, the last one at the active segment.
+    assert ends == [b for b in segment_bases[1:] if b <= active_base]
+    assert len(ends) > 1
+    assert consume(log) == compacted(before, active_base)
+
+
+def test_a_log_whose_first_dirty_segment_overflows_the_offset_map_is_left_uncleaned(
+        tmp_path: Path, caplog):
+    from odradek.log import LogManager
+
+    log_dir = tmp_path / "data"
+    log_dir.mkdir()
+    manager = LogManager([log_dir], clock=lambda: 10_000)
+    log = manager.get_or_create("wide", 0, COMPACT)
+    produce_records(log, [(b"a", b"v"), (b"b", b"v"), (b"c", b"v")])  # three keys, one segment
+    for i in range(3):
+        produce(log, b"a", b"%d" % i)
+    before = consume(log)
+
+    async def run_in_executor(function, *args):
+        return function(*args)
+
+    cleaner = LogCleaner(logs=manager.compacted_logs, log_dirs=[log_dir], clock=lambda: 10_000,
+                         run_in_executor=run_in_executor, use_process=False,
+                         config=CleanerConfig(dedupe_buffer_size=3 * 24))  # two keys
+    try:
+        assert asyncio.run(cleaner.clean_logs()) == 0
+        assert asyncio.run(cleaner.clean_logs()) == 0  # not tried again
+        assert consume(log) == before
+        refusals = [r for r in caplog.records if "more keys than the offset map" in r.message]
+        assert len(refusals) == 1 and refusals[0].levelname == "ERROR"
+        assert not [p for p in log.directory.iterdir()
+                    if p.name.endswith((CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX))]
+    finally:
+        cleaner.close()
+        manager.close_all()
