@@ -1,10 +1,10 @@
 """Consumer groups as applications run them: members share a topic's partitions, a member
 that dies or stops polling loses them to the others without losing records, and committed
-offsets survive a broker restart. confluent-kafka unless the test names its client."""
+offsets survive a broker restart, with confluent-kafka (kafka-python and aiokafka:
+test_groups_python_clients.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import subprocess
 import sys
@@ -12,9 +12,7 @@ import threading
 import time
 from collections import Counter
 
-import aiokafka
 import confluent_kafka
-import kafka
 import pytest
 from group_members import (
     BROKER_CONFIGS,
@@ -209,70 +207,3 @@ def test_committed_offsets_and_their_metadata_survive_a_broker_restart(
             (0, 3), (0, 4), (1, 4)]
     finally:
         resumed.close()
-
-
-def test_kafka_python_members_share_the_partitions_of_their_group(bootstrap, create_topic):
-    topic = create_topic("kafka-python-group", partitions=PARTITIONS)
-    values = produce(bootstrap, topic, PARTITIONS, 120)
-    done = threading.Event()
-    got: list[set[bytes]] = [set(), set()]
-    owned: list[set[int]] = [set(), set()]
-
-    def member(index: int) -> None:
-        # One consumer per thread, as applications run kafka-python: its poll() also drives
-        # its group membership, and a thread shared with another consumer would starve it.
-        consumer = kafka.KafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id="kafka-python",
-            auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=300)
-        try:
-            while not done.is_set():
-                for batch in consumer.poll(timeout_ms=100).values():
-                    got[index].update(r.value for r in batch)
-                owned[index] = {tp.partition for tp in consumer.assignment()}
-        finally:
-            consumer.close()
-
-    threads = [threading.Thread(target=member, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    try:
-        deadline = time.monotonic() + GROUP_TIMEOUT_SECONDS
-        while time.monotonic() < deadline and not (
-                got[0] | got[1] >= values and all(len(o) == PARTITIONS // 2 for o in owned)):
-            time.sleep(0.05)
-    finally:
-        done.set()
-        for thread in threads:
-            thread.join(GROUP_TIMEOUT_SECONDS)
-    assert sorted(owned[0] | owned[1]) == list(range(PARTITIONS)) and not owned[0] & owned[1]
-    assert got[0] | got[1] == values
-
-
-def test_aiokafka_members_share_the_partitions_of_their_group(bootstrap, create_topic):
-    topic = create_topic("aiokafka-group", partitions=PARTITIONS)
-    values = produce(bootstrap, topic, PARTITIONS, 120)
-
-    async def run() -> tuple[list[set[int]], set[bytes]]:
-        consumers = [aiokafka.AIOKafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id="aiokafka", auto_offset_reset="earliest",
-            session_timeout_ms=6000, heartbeat_interval_ms=300) for _ in range(2)]
-        got: set[bytes] = set()
-        for consumer in consumers:
-            await consumer.start()
-        try:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + GROUP_TIMEOUT_SECONDS
-            while loop.time() < deadline and not (
-                    got >= values and all(len(c.assignment()) == PARTITIONS // 2
-                                          for c in consumers)):
-                for consumer in consumers:
-                    batches = await consumer.getmany(timeout_ms=50)
-                    got |= {r.value for batch in batches.values() for r in batch}
-            return [{tp.partition for tp in c.assignment()} for c in consumers], got
-        finally:
-            for consumer in consumers:
-                await consumer.stop()
-
-    owned, got = asyncio.run(run())
-    assert sorted(owned[0] | owned[1]) == list(range(PARTITIONS)) and not owned[0] & owned[1]
-    assert got == values

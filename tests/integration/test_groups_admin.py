@@ -142,6 +142,22 @@ def test_offsets_of_a_topic_the_group_reads_are_kept_while_others_can_be_deleted
         kafka_admin.close()
 
 
+def test_a_deleted_topics_offsets_are_forgotten_and_its_namesake_starts_without_them(
+        admin, odradek_broker, create_topic):
+    kept, recreated = create_topic("kept", partitions=1), create_topic("recreated", partitions=2)
+    settle(admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("forgetting", [
+        TopicPartition(kept, 0, 5), TopicPartition(recreated, 0, 7),
+        TopicPartition(recreated, 1, 9)])]))
+
+    settle(admin.delete_topics([recreated], operation_timeout=GROUP_TIMEOUT_SECONDS))
+    create_topic(recreated, partitions=2)
+
+    assert committed(admin, "forgetting") == {(kept, 0): 5}
+    odradek_broker.restart()
+    restarted = AdminClient({"bootstrap.servers": odradek_broker.bootstrap_servers})
+    assert committed(restarted, "forgetting") == {(kept, 0): 5}  # tombstones, not just memory
+
+
 def test_consumer_offsets_is_an_internal_compacted_topic_created_by_the_first_group(
         admin, bootstrap, running_group):
     assert OFFSETS_TOPIC in admin.list_topics(timeout=GROUP_TIMEOUT_SECONDS).topics

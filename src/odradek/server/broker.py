@@ -2,7 +2,8 @@
 
 It wires the layers together — the logs (``LogManager``), the metadata store, the replica
 manager and the listener — and turns metadata events into partition changes: a created
-topic gets its logs, a deleted one loses them, a changed config reaches every partition.
+topic gets its logs, a deleted one loses them and its committed offsets, a changed config
+reaches every partition.
 
 Lifecycle: ``await start()`` binds the listener and opens the logs; ``await stop()`` stops
 accepting, answers the requests already received, then flushes and closes every log and
@@ -24,7 +25,7 @@ from typing import Any
 
 from odradek.coordinator.group import GROUP_TICK_MS, group_coordinator_over
 from odradek.log import KafkaStorageError, LogManager
-from odradek.log.cleaner import LogCleaner
+from odradek.log.cleaner import CleanerConfig, LogCleaner
 from odradek.metadata.local import LocalMetadataStore
 from odradek.metadata.model import BrokerInfo, TopicMetadata
 from odradek.metadata.store import (
@@ -188,9 +189,14 @@ class Broker:
         runs in a worker process, the swap on the event loop."""
         if not self.config.get("log.cleaner.enable"):
             return []
+        get = self.config.get
         cleaner = self._cleaner = LogCleaner(
             logs=self.log_manager.compacted_logs, log_dirs=self.log_manager.log_dirs,
             clock=self.clock,
+            config=CleanerConfig(
+                dedupe_buffer_size=get("log.cleaner.dedupe.buffer.size"),
+                io_buffer_load_factor=get("log.cleaner.io.buffer.load.factor"),
+                producer_id_expiration_ms=get("producer.id.expiration.ms")),
             run_in_executor=functools.partial(self._loop.run_in_executor, None),
         )
 
@@ -287,10 +293,10 @@ class Broker:
             case PartitionsAdded(topic, previous_count):
                 self._host_partitions(topic, topic.partitions[previous_count:])
             case TopicDeleted(topic):
-                for state in topic.partitions:
-                    self.replica_manager.remove_partition(
-                        TopicPartition(topic.name, state.partition), delete=True
-                    )
+                partitions = [TopicPartition(topic.name, s.partition) for s in topic.partitions]
+                for tp in partitions:
+                    self.replica_manager.remove_partition(tp, delete=True)
+                self.group_coordinator.on_partitions_deleted(partitions)
             case TopicConfigChanged(topic):
                 self._refresh_configs(topic)
             case BrokerConfigChanged(configs, cluster_default):

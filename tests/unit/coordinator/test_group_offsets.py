@@ -168,3 +168,36 @@ def test_offsets_of_topics_a_stable_group_no_longer_reads_expire_after_their_com
         for member in (leader, follower):
             groups.heartbeat(member, generation)
     assert fetched(groups, [T0, OTHER]) == {T0: (1, "meta"), OTHER: None}  # KIP-496
+
+
+def test_a_deleted_topics_offsets_leave_every_group_and_do_not_come_back_after_a_restart(
+        groups):
+    (leader, _), generation = groups.form(2)
+    groups.commit({T0: 1, T1: 2, OTHER: 3}, member_id=leader, generation=generation)
+    groups.commit({T0: 4, OTHER: 5}, group="simple")
+    groups.commit({T1: 6}, group="only-t")
+
+    groups.coordinator.on_partitions_deleted([T0, T1])
+
+    assert fetched(groups) == {OTHER: (3, "meta")}
+    assert groups.state() == "Stable"  # members keep their group
+    assert fetched(groups, group="simple") == {OTHER: (5, "meta")}
+    assert groups.state("only-t") == "Dead"  # empty, with no offsets left
+    tombstones = {decode_key(k) for k, v in groups.store.records() if v is None}
+    assert tombstones == {OffsetKey(GROUP, T0), OffsetKey(GROUP, T1), OffsetKey("simple", T0),
+                          OffsetKey("only-t", T1)}
+    restarted = groups.restart()
+    assert fetched(restarted) == {OTHER: (3, "meta")}
+    assert fetched(restarted, group="simple") == {OTHER: (5, "meta")}
+    assert restarted.state("only-t") == "Dead"
+
+
+def test_offsets_of_a_deleted_topic_stay_while_their_tombstones_cannot_be_written(groups):
+    groups.commit({T0: 1})
+    groups.store.fail_with = E.kafka_storage_error
+
+    groups.coordinator.on_partitions_deleted([T0])
+
+    assert fetched(groups) == {T0: (1, "meta")}  # as the log still has them
+    groups.store.fail_with = None
+    assert fetched(groups.restart()) == {T0: (1, "meta")}

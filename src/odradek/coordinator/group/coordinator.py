@@ -184,6 +184,12 @@ class GroupCoordinator:
             errors |= {tp: error for tp in deletable}
         return ErrorCode.none, errors
 
+    def on_partitions_deleted(self, partitions: list[TopicPartition]) -> None:
+        """A topic was deleted: its committed offsets go from every group here (Kafka's
+        ``GroupCoordinator.onPartitionsDeleted``)."""
+        if self._active:
+            self.manager.remove_offsets_of_deleted_partitions(partitions)
+
     # -- admin -----------------------------------------------------------------------------
 
     def list_groups(self) -> list[Group]:

@@ -12,8 +12,9 @@ coordinator again (which creates the topic when it does not exist yet, as Kafka 
 
 Offsets of an Empty group expire ``offsets.retention.minutes`` after the group became empty
 (KIP-211); offsets of a simple (member-less) group, and of topics a Stable consumer group no
-longer subscribes to (KIP-496), ``offsets.retention.minutes`` after their commit. An Empty
-group with no offsets left is removed.
+longer subscribes to (KIP-496), ``offsets.retention.minutes`` after their commit. Offsets
+of a deleted topic are removed from every group when it is deleted. An Empty group with no
+offsets left is removed.
 
 Not thread-safe: the broker's event loop owns it.
 """
@@ -260,27 +261,39 @@ class GroupMetadataManager:
         group.transition(GroupEvent.GROUP_REMOVED, self._clock())
         self.groups.pop(group.group_id, None)
 
-    # -- retention -------------------------------------------------------------------------
+    # -- retention and deleted topics ------------------------------------------------------
 
     def remove_expired_offsets(self) -> int:
-        """Kafka's ``cleanupGroupMetadata``: expired offsets, then Empty groups left with
-        none. Returns how many offsets expired."""
+        """Offsets past ``offsets.retention.minutes``; returns how many expired."""
         now_ms = self._clock()
         retention_ms = self._config("offsets.retention.minutes") * MINUTE_MS
-        expired_count = 0
+        return self._cleanup(lambda group: _expired_offsets(group, now_ms, retention_ms))
+
+    def remove_offsets_of_deleted_partitions(self, partitions: Iterable[TopicPartition]) -> int:
+        """Kafka's ``onPartitionsDeleted``: every group forgets its offsets of a deleted
+        topic's partitions, so a topic created again under the same name starts without
+        them. Returns how many were removed."""
+        deleted = frozenset(partitions)
+        return self._cleanup(lambda group: [tp for tp in group.offsets if tp in deleted])
+
+    def _cleanup(self, select: Callable[[Group], list[TopicPartition]]) -> int:
+        """Kafka's ``cleanupGroupMetadata``: the offsets ``select`` picks in each group, then
+        Empty groups left with none. A group whose tombstones cannot be written keeps those
+        offsets, in memory as in the log, until a later retention check removes them."""
+        removed_count = 0
         for group in list(self.groups.values()):
-            expired = _expired_offsets(group, now_ms, retention_ms)
-            remove_group = group.is_(GroupState.EMPTY) and not (group.offsets.keys() - expired)
-            if not expired and not remove_group:
+            removed = select(group)
+            remove_group = group.is_(GroupState.EMPTY) and not (group.offsets.keys() - removed)
+            if not removed and not remove_group:
                 continue
-            if self._write_tombstones(group, expired, remove_group=remove_group) is not None:
-                continue  # tried again at the next check
-            for tp in expired:
+            if self._write_tombstones(group, removed, remove_group=remove_group) is not None:
+                continue
+            for tp in removed:
                 del group.offsets[tp]
-            expired_count += len(expired)
+            removed_count += len(removed)
             if remove_group:
                 self._forget(group)
-        return expired_count
+        return removed_count
 
 
 def _expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[TopicPartition]:

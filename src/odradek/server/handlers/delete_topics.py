@@ -4,7 +4,7 @@ As Kafka 3.9 (KafkaApis.handleDeleteTopicsRequest): with ``delete.topic.enable=f
 topic fails (INVALID_REQUEST before v3, TOPIC_DELETION_DISABLED after); an entry with both a
 name and an id fails the whole request with INVALID_REQUEST; an id nobody has is
 UNKNOWN_TOPIC_ID and a name nobody has UNKNOWN_TOPIC_OR_PARTITION. The metadata store's
-event makes the broker delete the logs.
+event makes the broker delete the logs and every group's committed offsets of the topic.
 """
 
 from __future__ import annotations
