@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := kcat
+# command:Debian package, for what the tests run: kcat, and Java for Spark
+APT_PACKAGES := kcat:kcat java:openjdk-17-jre-headless
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test test-deps bench clean
@@ -19,9 +20,10 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/odradek broker
 
-# Debian packages the tests drive (kcat); installed only when missing.
+# Debian packages the tests drive; installed only when their command is missing.
 test-deps:
-	@missing=""; for p in $(APT_PACKAGES); do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	@missing=""; for entry in $(APT_PACKAGES); do \
+		command -v $${entry%%:*} >/dev/null || missing="$$missing $${entry#*:}"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
