@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from odradek.cli import broker, configs, consume, groups, produce, topics
+from odradek.cli import broker, configs, consume, demo, groups, pipeline, produce, topics
 
 app = typer.Typer(
     name="odradek",
@@ -18,6 +18,8 @@ app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.add_typer(configs.app, name="configs")
 app.add_typer(groups.app, name="groups")
+app.add_typer(demo.app, name="demo")
+app.add_typer(pipeline.app, name="pipeline")
 
 
 if __name__ == "__main__":

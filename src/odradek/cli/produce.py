@@ -95,14 +95,10 @@ def produce(
         target = {"partition": partition} if partition is not None else {}
         for line in sys.stdin.buffer:
             key, value = _split(line.removesuffix(b"\n").removesuffix(b"\r"), separator)
-            _queue(producer, topic, key=None if key == null else key,
+            queue(producer, topic, key=None if key == null else key,
                    value=None if value == null else value,
-                   headers=record_headers or None, on_delivery=report, **target)
-        producer.flush()
-        if report.failed:
-            fail(f"{output.records(report.failed)} not produced to {topic} "
-                 f"({report.delivered} produced): {kafka.describe(report.first_error)}")
-    output.note(f"{output.records(report.delivered)} produced to {topic}")
+                  headers=record_headers or None, on_delivery=report, **target)
+        finish(kafka, producer, topic, report)
 
 
 def _split(line: bytes, separator: bytes | None) -> tuple[bytes | None, bytes]:
@@ -112,7 +108,8 @@ def _split(line: bytes, separator: bytes | None) -> tuple[bytes | None, bytes]:
     return (key, value) if found else (None, line)
 
 
-def _queue(producer: Producer, topic: str, **record: object) -> None:
+def queue(producer: Producer, topic: str, **record: object) -> None:
+    """``producer.produce``, waiting while librdkafka's queue is full."""
     while True:
         try:
             producer.produce(topic, **record)
@@ -121,3 +118,13 @@ def _queue(producer: Producer, topic: str, **record: object) -> None:
             continue
         producer.poll(0)  # serve delivery reports as we go
         return
+
+
+def finish(kafka: Kafka, producer: Producer, topic: str, report: DeliveryReport) -> None:
+    """Waits for every delivery report, then says how many records were produced, or fails
+    with the first error."""
+    producer.flush()
+    if report.failed:
+        fail(f"{output.records(report.failed)} not produced to {topic} "
+             f"({report.delivered} produced): {kafka.describe(report.first_error)}")
+    output.note(f"{output.records(report.delivered)} produced to {topic}")
