@@ -5,20 +5,19 @@ test_groups_python_clients.py)."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import threading
 import time
 from collections import Counter
 
 import confluent_kafka
+import confluent_kafka.admin
 import pytest
 from group_members import (
     BROKER_CONFIGS,
+    DoomedMember,
     FAST_GROUP,
     GROUP_TIMEOUT_SECONDS,
     Member,
+    committed_offsets,
     owns_all,
     poll_until,
     produce,
@@ -58,59 +57,46 @@ consumer = confluent_kafka.Consumer({"bootstrap.servers": sys.argv[1], "group.id
     "client.id": "doomed", "auto.offset.reset": "earliest", "enable.auto.commit": False,
     "session.timeout.ms": 2000, "heartbeat.interval.ms": 300})
 consumer.subscribe([sys.argv[3]], on_assign=lambda c, ps: print(
-    "assigned", ",".join(str(p.partition) for p in ps), flush=True))
+    "assigned", *(p.partition for p in ps), flush=True))
 while True:
     message = consumer.poll(0.05)
     if message is not None and not message.error():
-        consumer.commit(message, asynchronous=False)
         print("consumed", message.value().decode(), flush=True)
+        consumer.commit(message, asynchronous=False)
 """
 
 
 def test_a_killed_members_partitions_move_after_its_session_timeout_and_no_record_is_lost(
         bootstrap, create_topic):
     topic = create_topic("survivors", partitions=PARTITIONS)
-    doomed = subprocess.Popen([sys.executable, "-c", _KILLED_MEMBER, bootstrap, "killing", topic],
-                              stdout=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(doomed.stdout), daemon=True)
-    reader.start()
+    doomed = DoomedMember(_KILLED_MEMBER, bootstrap, "killing", topic)
     members = [Member(bootstrap, "killing", topic, f"m{i}") for i in range(2)]
     try:
-        poll_until(members, lambda: sum(len(m.owned) for m in members) == 4
-                   and any(line.startswith("assigned") and line.strip() != "assigned"
-                           for line in lines), what="three members")
+        poll_until(members, lambda: sum(len(m.owned) for m in members) == 4 and doomed.owned,
+                   what="three members")
         values = produce(bootstrap, topic, PARTITIONS, 300)
-        poll_until(members, lambda: sum(line.startswith("consumed") for line in lines) >= 20,
+        poll_until(members, lambda: len(doomed.consumed) >= 20,
                    what="the doomed member consuming")
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
-        committed_before = _committed(admin, "killing", topic)
+        committed_before = committed_offsets(admin, "killing", topic, PARTITIONS)
 
-        doomed.send_signal(signal.SIGKILL)  # no LeaveGroup: only its session can end it
-        doomed.wait(GROUP_TIMEOUT_SECONDS)
+        doomed.kill()  # no LeaveGroup: only its session can end it
         killed_at = time.monotonic()
         poll_until(members, owns_all(members, PARTITIONS), what="its partitions moving")
         moved_after = time.monotonic() - killed_at
         poll_until(members, lambda: values <= set(consumed_values(*members))
-                   | {line.split()[1].encode() for line in lines if line.startswith("consumed")})
+                   | set(doomed.consumed))
 
         assert moved_after < 2.0 + 3.0  # session.timeout.ms of the killed member, and slack
-        poll_until(members, lambda: sum(_committed(admin, "killing", topic).values())
-                   == len(values), what="every record committed")
-        committed_after = _committed(admin, "killing", topic)
+        poll_until(members, lambda: sum(committed_offsets(
+            admin, "killing", topic, PARTITIONS).values()) == len(values),
+            what="every record committed")
+        committed_after = committed_offsets(admin, "killing", topic, PARTITIONS)
         assert all(committed_after[p] >= committed_before[p] for p in committed_before)
     finally:
-        doomed.kill()
-        doomed.wait()
+        doomed.close()
         for member in members:
             member.close()
-
-
-def _committed(admin, group: str, topic: str) -> dict[int, int]:
-    [future] = admin.list_consumer_group_offsets([confluent_kafka.ConsumerGroupTopicPartitions(
-        group, [confluent_kafka.TopicPartition(topic, p) for p in range(PARTITIONS)])]).values()
-    return {tp.partition: max(tp.offset, 0)
-            for tp in future.result(GROUP_TIMEOUT_SECONDS).topic_partitions}
 
 
 def test_a_member_that_stops_polling_loses_its_partitions_after_max_poll_interval(
