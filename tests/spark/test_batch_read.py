@@ -112,12 +112,16 @@ def test_starting_timestamps_start_at_the_first_record_at_or_after_them(
                          startingOffsetsByTimestamp={name: {"0": 4500, "1": 1000}})
     too_late = read(spark, bootstrap, subscribe=name, startingTimestamp="99000",
                     startingOffsetsByTimestampStrategy="latest")
+    between = read(spark, bootstrap, subscribe=name, startingTimestamp="2000",
+                   endingTimestamp="4000")
 
     assert sorted((r.partition, r.offset) for r in everywhere.collect()) == [
         (p, o) for p in range(2) for o in (2, 3, 4)]
     assert sorted((r.partition, r.offset) for r in per_partition.collect()) == [
         (0, 4)] + [(1, o) for o in range(5)]
     assert too_late.count() == 0
+    assert sorted((r.partition, r.offset) for r in between.collect()) == [
+        (p, o) for p in range(2) for o in (1, 2)]
     with pytest.raises(PySparkException, match="no record at or after"):
         read(spark, bootstrap, subscribe=name, startingTimestamp="99000").collect()
 
