@@ -30,10 +30,8 @@ is reopened (Kafka 0.10's ``buildOffsetMap``; since 0.11 Kafka maps part of a se
 What stays of each batch is :mod:`odradek.log.record_filter`'s decision (Kafka's
 ``filterTo``): records keep their offsets, a rewritten batch its base offset, last offset
 and base sequence, and an emptied batch that holds an active producer's last sequence
-stays as a header. The active producers are read off the log itself, as the producer
-state is rebuilt from it: a producer's last batch is the last batch with its producer id,
-and the producer is active until that batch's max timestamp is ``producer.id.expiration.ms``
-old (Kafka's ``ProducerStateManager.isProducerExpired``).
+stays as a header. The active producers and their last offsets come from the partition's
+producer state when the round is planned (Kafka's ``lastRecordsOfActiveProducers``).
 
 Concurrency: :func:`plan_cleaning` and :func:`swap_in` run on the event loop (they look at
 and change the segment list); :func:`run_cleaning_job`, the reading and writing, runs in
@@ -62,7 +60,7 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,9 +103,6 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 # read on its own).
 READ_CHUNK = 4 * 1024 * 1024
 
-# Kafka's default producer.id.expiration.ms (1 day).
-DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
-
 TopicPartitionKey = tuple[str, int]
 
 
@@ -123,11 +118,10 @@ class OffsetMapTooSmallError(CleaningAbandoned):
 @dataclass(frozen=True, slots=True)
 class CleanerConfig:
     """The broker configs a cleaning round follows (Kafka's ``CleanerConfig``, one cleaner
-    thread), and ``producer.id.expiration.ms``, which decides whose last batch is kept."""
+    thread)."""
 
     dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE
     io_buffer_load_factor: float = DEFAULT_DEDUPE_BUFFER_LOAD_FACTOR
-    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
     def __post_init__(self) -> None:
         # Refuses a buffer that cannot hold one key, as Kafka's Cleaner does at start.
@@ -149,8 +143,8 @@ class CleaningPlan:
     end_offset: int  # the first uncleanable offset: where the round ends if the map allows
     drop_tombstones: tuple[bool, ...]  # per segment: clean and past delete.retention.ms
     now_ms: int
-    # The log files from end_offset on and their sizes now: read for producer ids only.
-    uncleanable: tuple[tuple[Path, int], ...]
+    # producer id -> last offset of its last batch, for the active producers
+    producer_last_offsets: dict[int, int]
     cleaner_config: CleanerConfig
 
 
@@ -182,9 +176,8 @@ class CleaningJob:
     end_offset: int
     drop_tombstones: tuple[bool, ...]
     now_ms: int
-    uncleanable: tuple[tuple[Path, int], ...]
+    producer_last_offsets: dict[int, int]
     offset_map_capacity: int
-    producer_id_expiration_ms: int
     segment_bytes: int
     index_interval_bytes: int
     segment_index_bytes: int
@@ -210,9 +203,8 @@ class CleaningJob:
             end_offset=plan.end_offset,
             drop_tombstones=plan.drop_tombstones,
             now_ms=plan.now_ms,
-            uncleanable=plan.uncleanable,
+            producer_last_offsets=plan.producer_last_offsets,
             offset_map_capacity=plan.cleaner_config.offset_map_capacity,
-            producer_id_expiration_ms=plan.cleaner_config.producer_id_expiration_ms,
             segment_bytes=config.segment_bytes,
             index_interval_bytes=config.index_interval_bytes,
             segment_index_bytes=config.segment_index_bytes,
@@ -269,9 +261,11 @@ def first_uncleanable_offset(log: PartitionLog, first_dirty_offset: int, now_ms:
 def plan_cleaning(
     log: PartitionLog, first_dirty_offset: int, now_ms: int,
     tombstones_due_ms: int | None = None, cleaner_config: CleanerConfig = CleanerConfig(),
+    producer_last_offsets: Mapping[int, int] | None = None,
 ) -> CleaningPlan | None:
     """The round to run on ``log`` now, or None if it needs none (Kafka's
-    ``LogCleanerManager.grabFilthiestCompactedLog`` for one log)."""
+    ``LogCleanerManager.grabFilthiestCompactedLog`` for one log). ``producer_last_offsets``
+    is the partition's producer state: :meth:`ProducerStateManager.last_batch_offsets`."""
     config = log.config
     if not config.compact or log.offline_reason is not None:
         return None
@@ -303,7 +297,7 @@ def plan_cleaning(
             for s in cleanable
         ),
         now_ms=now_ms,
-        uncleanable=tuple((s.log_path, s.size) for s in log.segments[len(cleanable):]),
+        producer_last_offsets=dict(producer_last_offsets or {}),
         cleaner_config=cleaner_config,
     )
 
@@ -324,7 +318,7 @@ def run_cleaning_job(job: CleaningJob) -> JobResult:
     ``CleaningAbandoned``."""
     try:
         offset_map, mapped = _build_offset_map(job)
-        return _write_cleaned(job, offset_map, mapped, _last_offsets_of_active_producers(job))
+        return _write_cleaned(job, offset_map, mapped)
     except (OSError, RecordsError, ValueError) as e:  # ValueError: offsets out of order
         raise CleaningAbandoned(f"{job.name}: {e}") from e
 
@@ -394,23 +388,6 @@ def _build_offset_map(job: CleaningJob) -> tuple[OffsetMap, int]:
     return offset_map, len(job.segments)
 
 
-def _last_offsets_of_active_producers(job: CleaningJob) -> dict[int, int]:
-    """Producer id -> the last offset of its last batch in the log, for the producers not
-    yet expired (Kafka's ``lastRecordsOfActiveProducers``), read off the batch headers of
-    the whole log."""
-    last_batches: dict[int, tuple[int, int]] = {}
-    files = [(s.log_path, size) for s, size in zip(job.segments, job.sizes)]
-    for log_path, size in files + list(job.uncleanable):
-        for batch in _read_batches(log_path, size):
-            if batch.has_producer_id and not batch.is_control_batch:
-                last_batches[batch.producer_id] = (batch.last_offset, batch.max_timestamp)
-    return {
-        producer_id: last_offset
-        for producer_id, (last_offset, max_timestamp) in last_batches.items()
-        if job.now_ms - max_timestamp < job.producer_id_expiration_ms
-    }
-
-
 def _groups(job: CleaningJob, count: int) -> Iterator[list[int]]:
     """Indexes of adjacent segments among the first ``count`` merged into one, while their
     sizes add up to at most segment.bytes and their index entries fit one index (Kafka's
@@ -436,11 +413,8 @@ def _groups(job: CleaningJob, count: int) -> Iterator[list[int]]:
         yield group
 
 
-def _write_cleaned(
-    job: CleaningJob, offset_map: OffsetMap, count: int, producers: dict[int, int],
-) -> JobResult:
-    """Rewrites the first ``count`` planned segments; ``producers`` are the last offsets of
-    the active producers' last batches."""
+def _write_cleaned(job: CleaningJob, offset_map: OffsetMap, count: int) -> JobResult:
+    """Rewrites the first ``count`` planned segments."""
     files = OpenFiles(capacity=1)  # this worker's own: the broker's are the loop's
     cleaned_segments: list[LogSegment] = []
     tombstones_due_ms: int | None = None
@@ -460,7 +434,8 @@ def _write_cleaned(
                     retained = retain(
                         batch, offset_map, drop_tombstones=job.drop_tombstones[i],
                         holds_producers_last_sequence=(
-                            producers.get(batch.producer_id) == batch.last_offset),
+                            job.producer_last_offsets.get(batch.producer_id)
+                            == batch.last_offset),
                     )
                     kept_tombstone = kept_tombstone or retained.kept_tombstone
                     if retained.data is not None:
@@ -558,10 +533,12 @@ def swap_in(plan: CleaningPlan, cleaned: CleanedSegments) -> bool:
 def clean(
     log: PartitionLog, first_dirty_offset: int, now_ms: int,
     tombstones_due_ms: int | None = None, cleaner_config: CleanerConfig = CleanerConfig(),
+    producer_last_offsets: Mapping[int, int] | None = None,
 ) -> CleanResult | None:
     """One round on ``log``, all on the calling thread (tests and tools); None if the log
     needed none or the round was abandoned."""
-    plan = plan_cleaning(log, first_dirty_offset, now_ms, tombstones_due_ms, cleaner_config)
+    plan = plan_cleaning(log, first_dirty_offset, now_ms, tombstones_due_ms, cleaner_config,
+                         producer_last_offsets)
     if plan is None:
         return None
     try:
@@ -591,6 +568,8 @@ class LogCleaner:
     log_dirs: list[Path]
     clock: Callable[[], int]
     run_in_executor: Callable[..., Awaitable]
+    # A partition's producer state, as ``producer_last_offsets`` of :func:`plan_cleaning`.
+    producer_last_offsets: Callable[[TopicPartitionKey], Mapping[int, int]]
     use_process: bool = True
     config: CleanerConfig = CleanerConfig()
     _pool: ProcessPoolExecutor | None = None
@@ -624,7 +603,8 @@ class LogCleaner:
             if key in self._uncleanable:
                 continue
             plan = plan_cleaning(log, self.first_dirty_offset(key), self.clock(),
-                                 self._tombstones_due.get(key), self.config)
+                                 self._tombstones_due.get(key), self.config,
+                                 self.producer_last_offsets(key))
             if plan is None:
                 continue
             try:

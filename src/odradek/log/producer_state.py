@@ -237,6 +237,13 @@ class ProducerStateManager:
                           batch.max_timestamp),
         )
 
+    def last_batch_offsets(self) -> dict[int, int]:
+        """Producer id -> the last offset of its last batch, for every producer not expired
+        (Kafka's ``activeProducers``' ``lastDataOffset``): the batches compaction keeps,
+        emptied if need be, so that the state can be rebuilt from the log."""
+        return {producer_id: entry.batches[-1].last_offset
+                for producer_id, entry in self._producers.items() if entry.batches}
+
     def remove_expired_producers(self, now_ms: int, producer_id_expiration_ms: int) -> int:
         """Forgets the producers whose last batch is ``producer.id.expiration.ms`` old;
         returns how many."""

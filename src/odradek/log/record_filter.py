@@ -21,16 +21,9 @@ Pure functions on bytes: no I/O, safe on any thread.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
-from odradek.protocol.records import (
-    NO_TIMESTAMP,
-    RECORD_BATCH_OVERHEAD,
-    Record,
-    RecordBatch,
-    build_batch,
-)
+from odradek.protocol.records import CompressionType, Record, RecordBatch, build_batch
 
 # Kafka's SkimpyOffsetMap stores an entry as a 16-byte MD5 hash of the key and an 8-byte
 # offset; log.cleaner.dedupe.buffer.size is counted in those entries.
@@ -38,23 +31,6 @@ OFFSET_MAP_BYTES_PER_ENTRY = 24
 # Kafka's defaults for log.cleaner.dedupe.buffer.size and log.cleaner.io.buffer.load.factor.
 DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
 DEFAULT_DEDUPE_BUFFER_LOAD_FACTOR = 0.9
-
-# The v2 header fields the cleaner rewrites, at their byte offsets in the header (the full
-# layout is in odradek.protocol.records). The CRC covers everything from attributes on.
-_BATCH_LENGTH = struct.Struct(">i")  # at 8: bytes after this field
-_BATCH_LENGTH_OFFSET = 8
-_CRC = struct.Struct(">I")
-_CRC_OFFSET = 17
-_ATTRIBUTES = struct.Struct(">h")
-_ATTRIBUTES_OFFSET = 21
-_LAST_OFFSET_DELTA = struct.Struct(">i")
-_LAST_OFFSET_DELTA_OFFSET = 23
-_BASE_TIMESTAMP = struct.Struct(">q")
-_BASE_TIMESTAMP_OFFSET = 27
-_RECORDS_COUNT = struct.Struct(">i")
-_RECORDS_COUNT_OFFSET = 57
-_COMPRESSION_CODEC_MASK = 0x07
-_LOG_OVERHEAD = 12  # baseOffset + batchLength
 
 
 def offset_map_capacity(dedupe_buffer_size: int, load_factor: float, threads: int = 1) -> int:
@@ -113,10 +89,8 @@ def retain(
     kept_tombstone = any(r.value is None for r in kept if r.key is not None)
     if len(kept) == len(records) and records:
         return RetainedBatch(bytes(batch.buffer), kept_tombstone)
-    if kept:
+    if kept or holds_producers_last_sequence:
         return RetainedBatch(_rebuilt(batch, kept), kept_tombstone)
-    if holds_producers_last_sequence:
-        return RetainedBatch(empty_batch(batch))
     return RetainedBatch(None)
 
 
@@ -130,37 +104,18 @@ def _keep(record: Record, offset_map: OffsetMap, drop_tombstones: bool) -> bool:
 
 
 def _rebuilt(batch: RecordBatch, kept: list[Record]) -> bytes:
-    """``kept`` in a batch over the original's whole offset and sequence range."""
-    data = bytearray(build_batch(
+    """``kept`` in a batch over the original's whole offset and sequence range; with no
+    record kept, the original's header alone (uncompressed, its max timestamp)."""
+    return build_batch(
         kept,
         base_offset=batch.base_offset,
-        compression=batch.compression_type,
+        last_offset=batch.last_offset,
+        max_timestamp=None if kept else batch.max_timestamp,
+        compression=batch.compression_type if kept else CompressionType.NONE,
         producer_id=batch.producer_id,
         producer_epoch=batch.producer_epoch,
         base_sequence=batch.base_sequence,
         is_transactional=batch.is_transactional,
         timestamp_type=batch.timestamp_type,
         partition_leader_epoch=batch.partition_leader_epoch,
-    ))
-    # build_batch ends the batch at its last record; Kafka's overrideLastOffset keeps the
-    # original last offset so that the batch's last sequence stays the producer's.
-    _LAST_OFFSET_DELTA.pack_into(data, _LAST_OFFSET_DELTA_OFFSET, batch.last_offset_delta)
-    return _with_crc(data)
-
-
-def empty_batch(batch: RecordBatch) -> bytes:
-    """``batch``'s header alone, no records (Kafka's ``DefaultRecordBatch.writeEmptyHeader``):
-    the same base offset, last offset delta, producer id, epoch, base sequence, flags and
-    max timestamp; uncompressed, base timestamp -1, zero records."""
-    data = bytearray(batch.buffer[:RECORD_BATCH_OVERHEAD])
-    _BATCH_LENGTH.pack_into(data, _BATCH_LENGTH_OFFSET, RECORD_BATCH_OVERHEAD - _LOG_OVERHEAD)
-    _ATTRIBUTES.pack_into(data, _ATTRIBUTES_OFFSET,
-                          batch.attributes & ~_COMPRESSION_CODEC_MASK)
-    _BASE_TIMESTAMP.pack_into(data, _BASE_TIMESTAMP_OFFSET, NO_TIMESTAMP)
-    _RECORDS_COUNT.pack_into(data, _RECORDS_COUNT_OFFSET, 0)
-    return _with_crc(data)
-
-
-def _with_crc(data: bytearray) -> bytes:
-    _CRC.pack_into(data, _CRC_OFFSET, RecordBatch(data).compute_checksum())
-    return bytes(data)
+    )

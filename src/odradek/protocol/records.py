@@ -475,18 +475,24 @@ def build_batch(
     is_control_batch: bool = False,
     timestamp_type: TimestampType = TimestampType.CREATE_TIME,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    last_offset: int | None = None,
+    max_timestamp: int | None = None,
 ) -> bytes:
     """A complete v2 batch holding ``records`` at their own offsets.
 
     ``base_offset`` defaults to the first record's offset; later records may leave gaps (the
-    cleaner keeps original offsets). Timestamp deltas are taken from the first record, as
-    Kafka's producer does.
+    cleaner keeps original offsets). ``last_offset`` defaults to the last record's: the
+    cleaner keeps the original batch's, beyond its last kept record (Kafka's
+    ``overrideLastOffset``). Timestamp deltas are taken from the first record, as Kafka's
+    producer does. With no records, ``base_offset``, ``last_offset`` and ``max_timestamp``
+    are required and the batch is a header alone with base timestamp -1 (Kafka's
+    ``DefaultRecordBatch.writeEmptyHeader``).
     """
-    if not records:
-        raise ValueError("a record batch needs at least one record")
+    if not records and None in (base_offset, last_offset, max_timestamp):
+        raise ValueError("a record batch with no records needs its offsets and max timestamp")
     if base_offset is None:
         base_offset = records[0].offset
-    base_timestamp = records[0].timestamp
+    base_timestamp = records[0].timestamp if records else NO_TIMESTAMP
     body = bytearray()
     previous_offset = base_offset - 1
     for record in records:
@@ -494,6 +500,12 @@ def build_batch(
             raise ValueError(f"record offsets must increase from {base_offset}: {record.offset}")
         previous_offset = record.offset
         _write_record(body, record, base_offset, base_timestamp)
+    if last_offset is None:
+        last_offset = previous_offset
+    elif last_offset < previous_offset:
+        raise ValueError(f"last offset {last_offset} is before the last record's")
+    if max_timestamp is None:
+        max_timestamp = max(record.timestamp for record in records)
     compressed = compress(compression, body)
     attributes = int(compression) | (_TIMESTAMP_TYPE_FLAG if timestamp_type else 0)
     if is_transactional:
@@ -511,9 +523,9 @@ def build_batch(
         MAGIC_V2,
         0,  # crc, computed below over what follows it
         attributes,
-        previous_offset - base_offset,
+        last_offset - base_offset,
         base_timestamp,
-        max(record.timestamp for record in records),
+        max_timestamp,
         producer_id,
         producer_epoch,
         base_sequence,

@@ -65,6 +65,12 @@ class ReplicaManager:
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
 
+    def producer_last_offsets(self, key: tuple[str, int]) -> dict[int, int]:
+        """The last offset of each active producer's last batch in a hosted partition
+        (what compaction must keep); empty for a partition not hosted here."""
+        partition = self._partitions.get(TopicPartition(*key))
+        return {} if partition is None else partition.producer_state.last_batch_offsets()
+
     def make_leader(
         self,
         topic_partition: TopicPartition,

@@ -195,8 +195,8 @@ class Broker:
             clock=self.clock,
             config=CleanerConfig(
                 dedupe_buffer_size=get("log.cleaner.dedupe.buffer.size"),
-                io_buffer_load_factor=get("log.cleaner.io.buffer.load.factor"),
-                producer_id_expiration_ms=get("producer.id.expiration.ms")),
+                io_buffer_load_factor=get("log.cleaner.io.buffer.load.factor")),
+            producer_last_offsets=self.replica_manager.producer_last_offsets,
             run_in_executor=functools.partial(self._loop.run_in_executor, None),
         )
 

@@ -82,7 +82,7 @@ class BatchReader(DataSourceReader):
         backwards = [tp for tp in partitions if end[tp] < start[tp]]
         if backwards:
             raise OptionError(f"the ending offset is before the starting offset in {backwards}")
-        _check_available(cluster, start)
+        start = _check_available(self.options, start, cluster.earliest(partitions), end)
         ranges = [OffsetRange(t, p, start[(t, p)], end[(t, p)]) for t, p in partitions]
         return split_ranges(ranges, self.options.min_partitions)
 
@@ -99,6 +99,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._cluster: Cluster | None = None
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's end
         self._committed: Positions | None = None  # last offsets committed to the group
+        self._latest: Positions | None = None  # what latestOffset found, before the limit
 
     @property
     def cluster(self) -> Cluster:
@@ -128,25 +129,26 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = {tp: max(begin.get(tp, 0), offset) for tp, offset in self._target.items()}
         else:
             latest = self.cluster.latest(begin)
+        self._latest = to_positions(latest)
         if isinstance(limit, ReadMaxRows):
             latest = rate_limit(begin, latest, limit.max_rows)
         return to_positions({**begin, **latest})
 
     def reportLatestOffset(self) -> Positions | None:
-        return to_positions(self.cluster.latest(self.cluster.partitions()))
+        return self._latest  # Spark asks right after latestOffset, which just looked
 
     def partitions(self, start: Positions, end: Positions) -> list[OffsetRange]:
         begin, finish = from_positions(start), from_positions(end)
         gone = sorted(set(begin) - set(finish))
         if gone:
             data_loss(self.options, f"partitions {gone} are no longer read (deleted?)")
-        added = [tp for tp in finish if tp not in begin]
-        for tp, earliest in self.cluster.earliest(added).items():
-            if earliest > 0:
+        earliest = self.cluster.earliest(finish)
+        for tp in finish.keys() - begin.keys():
+            if earliest[tp] > 0:
                 data_loss(self.options, f"added partition {tp[0]}-{tp[1]} starts at offset "
-                                        f"{earliest} instead of 0")
-            begin[tp] = earliest
-        begin = _check_available(self.cluster, begin, finish)
+                                        f"{earliest[tp]} instead of 0")
+            begin[tp] = earliest[tp]
+        begin = _check_available(self.options, begin, earliest, finish)
         ranges = [OffsetRange(t, p, begin[(t, p)], finish[(t, p)]) for t, p in sorted(finish)]
         return split_ranges(ranges, self.options.min_partitions)
 
@@ -178,14 +180,16 @@ def _read(partition, options, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     return read_range(partition, options, schema)
 
 
-def _check_available(cluster: Cluster, start: dict[TopicPartition, int],
-                     end: dict[TopicPartition, int] | None = None) -> dict[TopicPartition, int]:
-    """``start`` moved up to each partition's log start where retention or DeleteRecords
-    removed records not read yet (or the query fails, with ``failOnDataLoss``)."""
+def _check_available(options, start: dict[TopicPartition, int],
+                     earliest: dict[TopicPartition, int], end: dict[TopicPartition, int]
+                     ) -> dict[TopicPartition, int]:
+    """``start`` moved up to each partition's log start (``earliest``) where retention or
+    DeleteRecords removed records not read yet (or the query fails, with
+    ``failOnDataLoss``)."""
     available = dict(start)
-    for tp, earliest in cluster.earliest(start).items():
-        if start[tp] < earliest and (end is None or end[tp] > start[tp]):
-            data_loss(cluster.options, f"offsets {start[tp]}..{earliest - 1} of "
-                                       f"{tp[0]}-{tp[1]} were deleted before they were read")
-            available[tp] = min(earliest, end[tp]) if end is not None else earliest
+    for tp, first in earliest.items():
+        if start[tp] < first and end[tp] > start[tp]:
+            data_loss(options, f"offsets {start[tp]}..{first - 1} of {tp[0]}-{tp[1]} were "
+                               "deleted before they were read")
+            available[tp] = min(first, end[tp])
     return available

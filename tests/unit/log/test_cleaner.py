@@ -230,7 +230,7 @@ def test_the_cleaner_checkpoints_where_it_stopped_and_a_restart_does_not_clean_a
     def cleaner() -> LogCleaner:
         return LogCleaner(logs=manager.compacted_logs, log_dirs=[log_dir],
                           clock=lambda: now[0], run_in_executor=run_in_executor,
-                          use_process=use_process)
+                          producer_last_offsets=lambda key: {}, use_process=use_process)
 
     records = [(i, b"k", b"v%d" % i) for i in range(10)]
     first = cleaner()
@@ -289,6 +289,12 @@ def stored_batches(log: PartitionLog):
     return batches
 
 
+def active_producers(log: PartitionLog, now_ms: int, expiration_ms: int = 86_400_000):
+    """The partition's producer state as the broker keeps it: rebuilt from the log."""
+    return ProducerStateManager.load(log, now_ms=now_ms,
+                                     producer_id_expiration_ms=expiration_ms).last_batch_offsets()
+
+
 def test_an_idempotent_producers_emptied_last_batch_stays_so_its_sequence_survives_a_reopen(
         open_log):
     log = open_log(COMPACT)
@@ -301,7 +307,8 @@ def test_an_idempotent_producers_emptied_last_batch_stays_so_its_sequence_surviv
     active_base = log.segments[-1].base_offset
     assert active_base > 7
 
-    assert clean(log, 0, now_ms=10_000).end_offset == active_base
+    assert clean(log, 0, now_ms=10_000,
+                 producer_last_offsets=active_producers(log, 10_000)).end_offset == active_base
 
     # The first batch went; the last one stays as a header: no records, its offsets,
     # producer and sequences.
@@ -340,12 +347,13 @@ def test_the_empty_batch_goes_once_the_producer_wrote_a_later_batch(open_log):
     produce_idempotent(log, [b"a"], base_sequence=0)
     produce(log, b"a", b"overwritten")
     produce(log, b"filler", b"f")
-    first = clean(log, 0, now_ms=10_000)
+    first = clean(log, 0, now_ms=10_000, producer_last_offsets=active_producers(log, 10_000))
     assert [b.records_count for b in stored_batches(log) if b.has_producer_id] == [0]
     produce_idempotent(log, [b"b"], base_sequence=1)  # the producer's new last batch
     for i in range(3):
         produce(log, b"filler", b"%d" % i)
-    clean(log, first.end_offset, now_ms=10_000)
+    clean(log, first.end_offset, now_ms=10_000,
+          producer_last_offsets=active_producers(log, 10_000))
     producer_batches = [b for b in stored_batches(log) if b.has_producer_id]
     assert [(b.base_sequence, b.records_count) for b in producer_batches] == [(1, 1)]
 
@@ -356,7 +364,8 @@ def test_an_expired_producers_emptied_last_batch_is_removed(open_log):
     produce(log, b"a", b"overwritten")
     produce(log, b"filler", b"f")
     # producer.id.expiration.ms after the batch's max timestamp, the producer is forgotten.
-    clean(log, 0, now_ms=6_000, cleaner_config=CleanerConfig(producer_id_expiration_ms=5_000))
+    clean(log, 0, now_ms=6_000,
+          producer_last_offsets=active_producers(log, 6_000, expiration_ms=5_000))
     assert [b for b in stored_batches(log) if b.has_producer_id] == []
     assert [(k, v) for _, k, v in consume(log)] == [(b"a", b"overwritten"), (b"filler", b"f")]
 
@@ -425,7 +434,8 @@ def test_a_log_whose_first_dirty_segment_overflows_the_offset_map_is_left_unclea
         return function(*args)
 
     cleaner = LogCleaner(logs=manager.compacted_logs, log_dirs=[log_dir], clock=lambda: 10_000,
-                         run_in_executor=run_in_executor, use_process=False,
+                         run_in_executor=run_in_executor, producer_last_offsets=lambda key: {},
+                         use_process=False,
                          config=CleanerConfig(dedupe_buffer_size=3 * 24))  # two keys
     try:
         assert asyncio.run(cleaner.clean_logs()) == 0
