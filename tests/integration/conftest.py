@@ -48,7 +48,7 @@ import kafka.errors
 import pytest
 
 from odradek.protocol.records import CompressionType, TimestampType, iter_batches
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
 from odradek.testing.embedded import EmbeddedBroker
 
 # Long enough for a client to bootstrap and move 10k records on a loaded 2-core machine;

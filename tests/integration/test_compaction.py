@@ -12,7 +12,7 @@ import confluent_kafka
 import pytest
 
 from odradek.protocol.records import RecordBatch, iter_batches
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.odradek_config(log_cleaner_backoff_ms=100)
 

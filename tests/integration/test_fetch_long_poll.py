@@ -16,11 +16,9 @@ import time
 import pytest
 
 from odradek.protocol.api import ApiKey, request_class
-from odradek.protocol.framing import Request
 from odradek.protocol.messages import build
 from odradek.protocol.records import Record, build_batch
-from odradek.replication.partition import TopicPartition
-from odradek.server.handlers import HANDLERS, RequestContext
+from odradek.protocol.topic_partition import TopicPartition
 
 MAX_WAIT_MS = 5_000
 # Well under MAX_WAIT_MS: an answer this fast came from the append, not from the timeout.
@@ -96,10 +94,9 @@ def test_an_append_between_the_fetch_read_and_its_long_poll_answers_it(
                           "last_fetched_epoch": -1, "log_start_offset": -1,
                           "partition_max_bytes": 2**20}]}])
     broker = odradek_broker.broker
-    ctx = RequestContext(broker, Request(ApiKey.FETCH, 12, 1, "test", fetch), connection=None)
 
     async def fetch_with_an_append_in_between() -> tuple[float, bytes]:
-        long_poll = HANDLERS[ApiKey.FETCH](ctx, fetch)
+        long_poll = odradek_broker.handle(ApiKey.FETCH, 12, fetch)
         partition = broker.replica_manager.get_partition(TopicPartition(topic, 0))
         broker.replica_manager.append(partition, bytearray(build_batch([Record(0, 0, b"k", b"v")])))
         started = time.monotonic()

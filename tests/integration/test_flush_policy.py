@@ -10,7 +10,7 @@ import time
 
 from confluent_kafka import Producer
 
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
 
 TIMEOUT_SECONDS = 10
 

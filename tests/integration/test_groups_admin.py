@@ -22,9 +22,8 @@ from kio.schema.errors import ErrorCode
 
 from odradek.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from odradek.protocol.api import SUPPORTED_APIS, ApiKey, request_class
-from odradek.protocol.framing import Request, encode_response
+from odradek.protocol.framing import encode_response
 from odradek.protocol.messages import build
-from odradek.server.handlers import HANDLERS, RequestContext
 
 pytestmark = pytest.mark.odradek_config(**BROKER_CONFIGS)
 
@@ -184,11 +183,8 @@ def call(embedded, api_key: ApiKey, version: int, **body):
 def call_with(embedded, api_key: ApiKey, version: int, request, wait_seconds: float = 10.0):
     """The response, or None if the request is still waiting after ``wait_seconds`` (a
     JoinGroup in a rebalance), as a client whose request timed out sees it."""
-    ctx = RequestContext(embedded.broker, Request(api_key, version, 1, "test", request),
-                         connection=None)
-
     async def handle():
-        outcome = HANDLERS[api_key](ctx, request)
+        outcome = embedded.handle(api_key, version, request)
         if not inspect.isawaitable(outcome):
             return outcome
         try:

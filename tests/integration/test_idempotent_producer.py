@@ -25,7 +25,7 @@ from test_broker_process import SHUTDOWN_SECONDS, free_port, start_broker
 
 from odradek.protocol.api import ApiKey
 from odradek.protocol.records import Record, RecordBatch, build_batch, iter_batches
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
 from odradek.testing.embedded import EmbeddedBroker
 
 TIMEOUT_SECONDS = 30.0

@@ -22,9 +22,7 @@ from kafka.admin import KafkaAdminClient
 from kio.schema.errors import ErrorCode
 
 from odradek.protocol.api import ApiKey, request_class
-from odradek.protocol.framing import Request
 from odradek.protocol.messages import build
-from odradek.server.handlers import HANDLERS, RequestContext
 from odradek.testing.embedded import EmbeddedBroker
 
 TIMEOUT_SECONDS = 10
@@ -98,11 +96,8 @@ def fetch_error(embedded: EmbeddedBroker, partition: int) -> ErrorCode:
                         "last_fetched_epoch": -1, "log_start_offset": -1,
                         "partition_max_bytes": 1 << 20}]}],
                     forgotten_topics_data=[], rack_id="")
-    ctx = RequestContext(embedded.broker, Request(ApiKey.FETCH, 12, 1, "test", request),
-                         connection=None)
-
     async def handle():
-        outcome = HANDLERS[ApiKey.FETCH](ctx, request)
+        outcome = embedded.handle(ApiKey.FETCH, 12, request)
         return await outcome if inspect.isawaitable(outcome) else outcome
 
     [topic] = embedded.call(handle()).responses

@@ -30,7 +30,6 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from odradek.protocol.api import SUPPORTED_APIS, ApiKey, advertised_versions, response_class
-from odradek.server.handlers import HANDLERS
 from odradek.testing.embedded import EmbeddedBroker
 
 # The real requests and their mutations are the unit fuzz test's: the broker must survive
@@ -324,8 +323,8 @@ def _unencodable_response_handler(ctx, request):
     _failing_sync_handler, _failing_async_handler, _unencodable_response_handler,
 ], ids=["raises", "raises-after-await", "returns-an-unencodable-response"])
 def test_a_failing_handler_closes_its_connection_with_an_error_in_the_log(
-        monkeypatch, attacker, no_loop_errors, handler):
-    monkeypatch.setitem(HANDLERS, ApiKey.LIST_OFFSETS, handler)
+        odradek_broker, monkeypatch, attacker, no_loop_errors, handler):
+    monkeypatch.setitem(odradek_broker.broker.dispatcher.handlers, ApiKey.LIST_OFFSETS, handler)
     # Pipelined behind it: another failing request and one that would succeed. Responses go
     # out in request order, so nothing is answered after the failure.
     attacker.send_bytes(b"".join(_SIZE.pack(len(frame)) + frame for frame in (
@@ -341,7 +340,8 @@ def test_a_failing_handler_closes_its_connection_with_an_error_in_the_log(
 
 def test_a_failing_handler_does_not_hold_back_requests_of_other_connections(
         odradek_broker, monkeypatch, bystander, no_loop_errors):
-    monkeypatch.setitem(HANDLERS, ApiKey.LIST_OFFSETS, _failing_async_handler)
+    monkeypatch.setitem(odradek_broker.broker.dispatcher.handlers, ApiKey.LIST_OFFSETS,
+                        _failing_async_handler)
     connections = [RawConnection(odradek_broker.port) for _ in range(20)]
     for connection in connections:
         connection.send_frame(fuzz.list_offsets_request(7))
@@ -482,7 +482,8 @@ def test_the_fuzzed_requests_are_served_unmutated(odradek_broker, fuzz_topic, at
 
 def test_a_client_leaving_with_a_long_poll_and_a_failed_request_in_flight_disturbs_nobody(
         odradek_broker, fuzz_topic, monkeypatch, bystander, no_loop_errors):
-    monkeypatch.setitem(HANDLERS, ApiKey.LIST_OFFSETS, _failing_async_handler)
+    monkeypatch.setitem(odradek_broker.broker.dispatcher.handlers, ApiKey.LIST_OFFSETS,
+                        _failing_async_handler)
     connection = RawConnection(odradek_broker.port)
     connection.send_frame(fuzz.fetch_request(12, max_wait_ms=5000))
     connection.send_frame(fuzz.list_offsets_request(7))  # fails, queued behind the fetch

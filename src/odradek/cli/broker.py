@@ -48,5 +48,7 @@ def broker(
 
     try:
         run_broker(broker_config)
+    except ConfigError as exc:  # a listener this broker cannot serve
+        fail(f"invalid configuration: {exc}")
     except OSError as exc:
         fail(f"broker failed: {exc}")

@@ -1,4 +1,6 @@
-"""Offset checkpoint files, Kafka's ``CheckpointFile`` text format, one per log dir::
+"""Checkpoint files, Kafka's ``CheckpointFile`` text format: a version line, a count line,
+then one entry per line, its fields separated by spaces. The offset checkpoints of a log dir
+hold ``topic partition offset`` entries::
 
     0                  version
     2                  number of entries
@@ -8,8 +10,11 @@
 ``log-start-offset-checkpoint`` keeps each partition's log start offset across restarts,
 since DeleteRecords can move it into the middle of a segment. ``recovery-point-offset-checkpoint``
 keeps each partition's recovery point: everything below it was fsynced, so a restart after a
-crash only recovers the segments at or above it. A file is replaced atomically (write a
-temporary file, fsync, rename), so a crash leaves the old or the new one.
+crash only recovers the segments at or above it. ``replication-offset-checkpoint`` keeps each
+partition's high watermark, so that a restart does not expose records no replica set had
+confirmed. The same format, with ``epoch start_offset`` entries, is a partition's
+``leader-epoch-checkpoint`` (:mod:`odradek.log.leader_epoch`). A file is replaced atomically
+(write a temporary file, fsync, rename), so a crash leaves the old or the new one.
 
 ``.kafka_cleanshutdown`` (empty) is written in each log dir as the last step of a clean
 shutdown: at startup it says that every file in the dir was closed cleanly, so nothing needs
@@ -19,11 +24,14 @@ recovering. It is removed once the logs are loaded.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from odradek.protocol.topic_partition import TopicPartition
 
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 RECOVERY_POINT_OFFSET_CHECKPOINT = "recovery-point-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 _VERSION = 0
@@ -33,36 +41,53 @@ class CorruptCheckpointError(Exception):
     pass
 
 
-def read_offsets_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    """The entries of ``path``; empty if there is no such file."""
+def read_checkpoint_file(path: Path, fields: int) -> list[list[str]]:
+    """The entries of ``path``, each split into its ``fields`` fields; empty if there is no
+    such file. Raises ``CorruptCheckpointError`` for a file not in the format."""
     try:
         lines = path.read_text().splitlines()
     except FileNotFoundError:
-        return {}
+        return []
     try:
         if int(lines[0]) != _VERSION:
             raise CorruptCheckpointError(f"{path}: unknown version {lines[0]!r}")
         count = int(lines[1])
-        entries = {}
-        for line in lines[2 : 2 + count]:
-            topic, partition, offset = line.split(" ")
-            entries[(topic, int(partition))] = int(offset)
     except (IndexError, ValueError) as e:
         raise CorruptCheckpointError(f"{path}: {e}") from e
-    if len(entries) != count:
-        raise CorruptCheckpointError(f"{path}: {len(entries)} entries, header says {count}")
+    entries = [line.split(" ") for line in lines[2 : 2 + count]]
+    if len(entries) != count or any(len(entry) != fields for entry in entries):
+        raise CorruptCheckpointError(
+            f"{path}: header says {count} entries of {fields} fields, found {entries}"
+        )
     return entries
 
 
-def write_offsets_checkpoint(path: Path, entries: Mapping[tuple[str, int], int]) -> None:
-    lines = [str(_VERSION), str(len(entries))]
-    lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in entries.items()]
+def write_checkpoint_file(path: Path, entries: Sequence[str]) -> None:
+    """Replaces ``path`` atomically with ``entries`` (one line each), fsynced."""
+    lines = [str(_VERSION), str(len(entries)), *entries]
     temporary = path.with_name(path.name + ".tmp")
     with open(temporary, "w") as f:
         f.write("\n".join(lines) + "\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(temporary, path)
+
+
+def read_offsets_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """The entries of an offset checkpoint; empty if there is no such file."""
+    try:
+        return {
+            TopicPartition(topic, int(partition)): int(offset)
+            for topic, partition, offset in read_checkpoint_file(path, fields=3)
+        }
+    except ValueError as e:
+        raise CorruptCheckpointError(f"{path}: {e}") from e
+
+
+def write_offsets_checkpoint(path: Path, entries: Mapping[TopicPartition, int]) -> None:
+    write_checkpoint_file(
+        path, [f"{tp.topic} {tp.partition} {offset}" for tp, offset in entries.items()]
+    )
 
 
 def write_clean_shutdown_file(log_dir: Path) -> None:

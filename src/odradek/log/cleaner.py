@@ -30,8 +30,10 @@ is reopened (Kafka 0.10's ``buildOffsetMap``; since 0.11 Kafka maps part of a se
 What stays of each batch is :mod:`odradek.log.record_filter`'s decision (Kafka's
 ``filterTo``): records keep their offsets, a rewritten batch its base offset, last offset
 and base sequence, and an emptied batch that holds an active producer's last sequence
-stays as a header. The active producers and their last offsets come from the partition's
-producer state when the round is planned (Kafka's ``lastRecordsOfActiveProducers``).
+stays as a header. The active producers and their last offsets come from the log's
+producer state when the round is planned (Kafka's ``lastRecordsOfActiveProducers``). A
+cleaned segment takes over the aborted transactions of the segments it replaces
+(``.txnindex``).
 
 Concurrency: :func:`plan_cleaning` and :func:`swap_in` run on the event loop (they look at
 and change the segment list); :func:`run_cleaning_job`, the reading and writing, runs in
@@ -60,7 +62,7 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +73,7 @@ from odradek.protocol.records import (
     RecordBatch,
     RecordsError,
 )
+from odradek.protocol.topic_partition import TopicPartition
 
 from odradek.log.checkpoint import (
     CorruptCheckpointError,
@@ -91,9 +94,12 @@ from odradek.log.record_filter import (
 from odradek.log.segment import (
     CLEANED_FILE_SUFFIX,
     MAX_RELATIVE_OFFSET,
+    SEGMENT_FILE_SUFFIXES,
     SWAP_FILE_SUFFIX,
     LogSegment,
+    segment_path,
 )
+from odradek.log.transaction_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +108,6 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 # Segments are read whole batches at a time, this many bytes per read (a larger batch is
 # read on its own).
 READ_CHUNK = 4 * 1024 * 1024
-
-TopicPartitionKey = tuple[str, int]
 
 
 class CleaningAbandoned(Exception):
@@ -159,6 +163,7 @@ class SegmentInfo:
     time_entries: int
     offset_max_entries: int
     time_max_entries: int
+    aborted_txns: tuple[AbortedTxn, ...]
 
     def can_hold(self, last_offset: int) -> bool:
         return last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
@@ -195,6 +200,7 @@ class CleaningJob:
                     offset_entries=len(s.offset_index), time_entries=len(s.time_index),
                     offset_max_entries=s.offset_index.max_entries,
                     time_max_entries=s.time_index.max_entries,
+                    aborted_txns=tuple(s.txn_index.entries),
                 )
                 for s in plan.segments
             ),
@@ -261,11 +267,9 @@ def first_uncleanable_offset(log: PartitionLog, first_dirty_offset: int, now_ms:
 def plan_cleaning(
     log: PartitionLog, first_dirty_offset: int, now_ms: int,
     tombstones_due_ms: int | None = None, cleaner_config: CleanerConfig = CleanerConfig(),
-    producer_last_offsets: Mapping[int, int] | None = None,
 ) -> CleaningPlan | None:
     """The round to run on ``log`` now, or None if it needs none (Kafka's
-    ``LogCleanerManager.grabFilthiestCompactedLog`` for one log). ``producer_last_offsets``
-    is the partition's producer state: :meth:`ProducerStateManager.last_batch_offsets`."""
+    ``LogCleanerManager.grabFilthiestCompactedLog`` for one log)."""
     config = log.config
     if not config.compact or log.offline_reason is not None:
         return None
@@ -297,7 +301,7 @@ def plan_cleaning(
             for s in cleanable
         ),
         now_ms=now_ms,
-        producer_last_offsets=dict(producer_last_offsets or {}),
+        producer_last_offsets=log.producer_state.last_batch_offsets(),
         cleaner_config=cleaner_config,
     )
 
@@ -351,9 +355,8 @@ def open_cleaned_segments(plan: CleaningPlan, result: JobResult) -> CleanedSegme
 
 
 def _remove_swap_files(directory: Path, base_offsets: Iterable[int]) -> None:
-    from odradek.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
     for base_offset in base_offsets:
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+        for suffix in SEGMENT_FILE_SUFFIXES:
             with contextlib.suppress(OSError):
                 segment_path(directory, base_offset, suffix + SWAP_FILE_SUFFIX).unlink(
                     missing_ok=True)
@@ -440,6 +443,9 @@ def _write_cleaned(job: CleaningJob, offset_map: OffsetMap, count: int) -> JobRe
                     kept_tombstone = kept_tombstone or retained.kept_tombstone
                     if retained.data is not None:
                         cleaned.append(retained.data, [RecordBatch(retained.data)], job.now_ms)
+                # Transaction markers are kept (record_filter), so their entries are too.
+                for txn in job.segments[i].aborted_txns:
+                    cleaned.txn_index.append(txn)
             if kept_tombstone:
                 newest = cleaned.max_timestamp if cleaned.max_timestamp != NO_TIMESTAMP \
                     else job.now_ms
@@ -452,7 +458,7 @@ def _write_cleaned(job: CleaningJob, offset_map: OffsetMap, count: int) -> JobRe
         for segment in cleaned_segments:
             if segment not in kept:
                 segment.close()
-                _remove_files(segment)
+                segment.remove_files()
         for segment in kept:
             segment.persist_indexes()
             segment.fsync_log()
@@ -462,7 +468,7 @@ def _write_cleaned(job: CleaningJob, offset_map: OffsetMap, count: int) -> JobRe
     except BaseException:
         for segment in cleaned_segments:
             segment.close()
-            _remove_files(segment)
+            segment.remove_files()
         raise
     finally:
         files.close_all()
@@ -503,12 +509,6 @@ def _read_batches(log_path: Path, size: int) -> Iterator[RecordBatch]:
         os.close(fd)
 
 
-def _remove_files(segment: LogSegment) -> None:
-    segment.log_path.unlink(missing_ok=True)
-    segment.offset_index.delete()
-    segment.time_index.delete()
-
-
 # -- swapping (event loop) -----------------------------------------------------------------
 
 
@@ -526,19 +526,17 @@ def swap_in(plan: CleaningPlan, cleaned: CleanedSegments) -> bool:
                     plan.log.name)
         for segment in cleaned.segments:
             with contextlib.suppress(OSError):
-                _remove_files(segment)
+                segment.remove_files()
     return swapped
 
 
 def clean(
     log: PartitionLog, first_dirty_offset: int, now_ms: int,
     tombstones_due_ms: int | None = None, cleaner_config: CleanerConfig = CleanerConfig(),
-    producer_last_offsets: Mapping[int, int] | None = None,
 ) -> CleanResult | None:
     """One round on ``log``, all on the calling thread (tests and tools); None if the log
     needed none or the round was abandoned."""
-    plan = plan_cleaning(log, first_dirty_offset, now_ms, tombstones_due_ms, cleaner_config,
-                         producer_last_offsets)
+    plan = plan_cleaning(log, first_dirty_offset, now_ms, tombstones_due_ms, cleaner_config)
     if plan is None:
         return None
     try:
@@ -564,20 +562,18 @@ class LogCleaner:
     holds is left alone until it is reopened (Kafka's uncleanable partitions). Not
     thread-safe: the broker's event loop owns it."""
 
-    logs: Callable[[], Iterable[tuple[TopicPartitionKey, PartitionLog]]]
+    logs: Callable[[], Iterable[tuple[TopicPartition, PartitionLog]]]
     log_dirs: list[Path]
     clock: Callable[[], int]
     run_in_executor: Callable[..., Awaitable]
-    # A partition's producer state, as ``producer_last_offsets`` of :func:`plan_cleaning`.
-    producer_last_offsets: Callable[[TopicPartitionKey], Mapping[int, int]]
     use_process: bool = True
     config: CleanerConfig = CleanerConfig()
     _pool: ProcessPoolExecutor | None = None
-    _first_dirty: dict[TopicPartitionKey, int] = field(default_factory=dict)
-    _tombstones_due: dict[TopicPartitionKey, int] = field(default_factory=dict)
+    _first_dirty: dict[TopicPartition, int] = field(default_factory=dict)
+    _tombstones_due: dict[TopicPartition, int] = field(default_factory=dict)
     # The log each key was last seen with: a topic deleted and created again starts over.
-    _seen: dict[TopicPartitionKey, PartitionLog] = field(default_factory=dict)
-    _uncleanable: set[TopicPartitionKey] = field(default_factory=set)
+    _seen: dict[TopicPartition, PartitionLog] = field(default_factory=dict)
+    _uncleanable: set[TopicPartition] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         for log_dir in self.log_dirs:
@@ -587,7 +583,7 @@ class LogCleaner:
             except (CorruptCheckpointError, OSError) as e:
                 logger.warning("%s: cleaning its logs from their start", e)
 
-    def first_dirty_offset(self, key: TopicPartitionKey) -> int:
+    def first_dirty_offset(self, key: TopicPartition) -> int:
         return self._first_dirty.get(key, 0)
 
     async def clean_logs(self) -> int:
@@ -603,8 +599,7 @@ class LogCleaner:
             if key in self._uncleanable:
                 continue
             plan = plan_cleaning(log, self.first_dirty_offset(key), self.clock(),
-                                 self._tombstones_due.get(key), self.config,
-                                 self.producer_last_offsets(key))
+                                 self._tombstones_due.get(key), self.config)
             if plan is None:
                 continue
             try:
@@ -650,21 +645,21 @@ class LogCleaner:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
-    def _forget(self, key: TopicPartitionKey) -> None:
+    def _forget(self, key: TopicPartition) -> None:
         self._first_dirty.pop(key, None)
         self._tombstones_due.pop(key, None)
         self._seen.pop(key, None)
         self._uncleanable.discard(key)
 
-    def checkpoint_snapshot(self) -> dict[Path, dict[TopicPartitionKey, int]]:
-        snapshot: dict[Path, dict[TopicPartitionKey, int]] = {d: {} for d in self.log_dirs}
+    def checkpoint_snapshot(self) -> dict[Path, dict[TopicPartition, int]]:
+        snapshot: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
         for key, log in self.logs():
             if key in self._first_dirty and log.directory.parent in snapshot:
                 snapshot[log.directory.parent][key] = self._first_dirty[key]
         return snapshot
 
     @staticmethod
-    def write_checkpoints(snapshot: dict[Path, dict[TopicPartitionKey, int]]) -> None:
+    def write_checkpoints(snapshot: dict[Path, dict[TopicPartition, int]]) -> None:
         """Blocking (fsync): run on an executor thread. A failing dir is logged and skipped:
         its logs are cleaned again from their start after a restart, which is safe."""
         for log_dir, entries in snapshot.items():

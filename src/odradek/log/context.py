@@ -1,4 +1,4 @@
-"""What a ``PartitionLog`` needs from its owner, and how an I/O failure reaches the owner.
+"""What a ``LocalLog`` needs from its owner, and how an I/O failure reaches the owner.
 
 The owner (the ``LogManager``; :class:`StandaloneLogContext` for a log on its own) provides
 the broker's bounded set of open descriptors, takes a failed log dir offline, and removes
@@ -18,7 +18,7 @@ from odradek.log.errors import KafkaStorageError
 from odradek.log.open_files import OpenFiles
 
 if TYPE_CHECKING:
-    from odradek.log.partition_log import PartitionLog
+    from odradek.log.local_log import LocalLog
     from odradek.log.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -30,10 +30,10 @@ class LogContext(Protocol):
 
     files: OpenFiles
 
-    def storage_failed(self, log: PartitionLog, error: OSError) -> None:
+    def storage_failed(self, log: LocalLog, error: OSError) -> None:
         """``log``'s dir failed. May be called from the flush thread."""
 
-    def delete_later(self, log: PartitionLog, segments: list[LogSegment]) -> None:
+    def delete_later(self, log: LocalLog, segments: list[LogSegment]) -> None:
         """Removes the files of ``segments`` (renamed ``*.deleted``) after
         ``log.config.file_delete_delay_ms``."""
 
@@ -45,12 +45,12 @@ class StandaloneLogContext:
     def __init__(self, files: OpenFiles | None = None) -> None:
         self.files = files if files is not None else OpenFiles()
 
-    def storage_failed(self, log: PartitionLog, error: OSError) -> None:
+    def storage_failed(self, log: LocalLog, error: OSError) -> None:
         log.take_offline(str(error))
 
-    def delete_later(self, log: PartitionLog, segments: list[LogSegment]) -> None:
+    def delete_later(self, log: LocalLog, segments: list[LogSegment]) -> None:
         for segment in segments:
-            segment.remove_deleted_files()
+            segment.remove_files()
 
 
 Method = TypeVar("Method", bound=Callable)
@@ -61,7 +61,7 @@ def on_disk(method: Method) -> Method:
     log; an ``OSError`` takes the log offline and is raised as ``KafkaStorageError``."""
 
     @functools.wraps(method)
-    def guarded(self: PartitionLog, *args, **kwargs):
+    def guarded(self: LocalLog, *args, **kwargs):
         self.check_online()
         try:
             return method(self, *args, **kwargs)

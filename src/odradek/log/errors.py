@@ -47,3 +47,29 @@ class KafkaStorageError(LogError, OSError):
     failures with KAFKA_STORAGE_ERROR needs nothing new."""
 
     error_code = ErrorCode.kafka_storage_error
+
+
+# A follower's append that does not continue its log. Only the replica fetcher meets these;
+# Kafka's exceptions for them are not API errors, hence UNKNOWN_SERVER_ERROR.
+
+
+class UnexpectedAppendOffsetError(LogError):
+    """A follower's records starting below its log end offset (Kafka's
+    ``UnexpectedAppendOffsetException``): it must truncate first."""
+
+    error_code = ErrorCode.unknown_server_error
+
+    def __init__(self, first_offset: int, log_end_offset: int) -> None:
+        super().__init__(
+            f"replicated records start at offset {first_offset}, below the log end offset "
+            f"{log_end_offset}"
+        )
+        self.first_offset = first_offset
+        self.log_end_offset = log_end_offset
+
+
+class OffsetsOutOfOrderError(LogError):
+    """A follower's batches whose offsets do not increase (Kafka's
+    ``OffsetsOutOfOrderException``)."""
+
+    error_code = ErrorCode.unknown_server_error

@@ -29,11 +29,11 @@ from odradek.log.config import LogConfig
 from odradek.log.open_files import OpenFiles
 from odradek.protocol.records import iter_valid_batches
 from odradek.log.segment import (
-    DELETED_FILE_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
     CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIXES,
+    LOG_SUFFIX,
+    SEGMENT_FILE_SUFFIXES,
     SWAP_FILE_SUFFIX,
     LogSegment,
     segment_path,
@@ -41,7 +41,7 @@ from odradek.log.segment import (
 
 logger = logging.getLogger(__name__)
 
-_SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex)")
+_SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex|txnindex)")
 
 
 def load_segments(
@@ -85,7 +85,7 @@ def _base_offsets_with_log(directory: Path) -> list[int]:
         if segment_path(directory, base_offset, LOG_SUFFIX).exists():
             with_log.append(base_offset)
         else:  # an index whose log is gone (a crash while deleting a segment)
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in INDEX_FILE_SUFFIXES:
                 segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
     return with_log
 
@@ -100,7 +100,7 @@ def _delete_after_cut(
     )
     for base_offset in later_base_offsets:
         files.close(segment_path(directory, base_offset, LOG_SUFFIX))
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in SEGMENT_FILE_SUFFIXES:
             segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
 
 
@@ -128,9 +128,9 @@ def _complete_interrupted_swaps(directory: Path, files: OpenFiles) -> None:
         )
         for base in replaced:
             files.close(segment_path(directory, base, LOG_SUFFIX))
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in SEGMENT_FILE_SUFFIXES:
                 segment_path(directory, base, suffix).unlink(missing_ok=True)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+        for suffix in SEGMENT_FILE_SUFFIXES:  # the .log last, as the cleaner renamed them
             swap = segment_path(directory, base_offset, suffix + SWAP_FILE_SUFFIX)
             if swap.exists():
                 swap.rename(segment_path(directory, base_offset, suffix))

@@ -26,21 +26,26 @@ The rules for a batch a client sends, checked before it is appended (Kafka's
    to 0), else OUT_OF_ORDER_SEQUENCE_NUMBER. That includes a retry older than the last five:
    Kafka no longer answers DUPLICATE_SEQUENCE_NUMBER.
 
-Batches read back from the log (rebuilding the state at open) are recorded without these
-checks, as Kafka records replicated batches: they are already in the log.
+Batches read back from the log (rebuilding the state at open or after a truncation) and
+batches a follower appends are recorded without these checks, as Kafka records replicated
+batches: the leader checked them.
+
+The log owns its producer state (``PartitionLog.producer_state``) and keeps it in step with
+its records: it checks and records the batches it appends, and truncation rebuilds the state
+as of the new log end offset (Kafka's ``rebuildProducerState``).
 
 Snapshots (``<offset, 20 digits>.snapshot`` in the partition directory) hold the state as it
-was when the log end offset was ``offset``. One is taken when a segment rolls and one at a
-clean shutdown; opening a partition loads the newest one not beyond the log end offset and
-replays the batch headers after it, so an unclean stop costs at most a walk over the active
-segment. The format is in :func:`encode_snapshot`.
+was when the log end offset was ``offset``. The log takes one when a segment rolls and one at
+a clean shutdown; opening a partition, or truncating it, loads the newest one not beyond the
+log end offset and replays the batch headers after it, so an unclean stop costs at most a
+walk over the active segment. The format is in :func:`encode_snapshot`.
 
 Producers idle for ``producer.id.expiration.ms`` are forgotten. "Idle" is measured, as in
 Kafka (``ProducerStateManager.isProducerExpired``), by the max timestamp of the producer's
 last batch (the append time on LogAppendTime topics).
 
 This class is not thread-safe: the broker's event loop owns it. It does no I/O except
-reading and writing snapshots, and reading the log at :meth:`ProducerStateManager.load`.
+reading and writing snapshots, and reading the log at :meth:`ProducerStateManager.rebuild`.
 """
 
 from __future__ import annotations
@@ -53,13 +58,17 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
 from crc32c import crc32c
 from kio.schema.errors import ErrorCode
 
 from odradek.protocol.records import RecordBatch, iter_batches
 
 from odradek.log.errors import LogError
-from odradek.log.partition_log import PartitionLog
+
+if TYPE_CHECKING:
+    from odradek.log.partition_log import PartitionLog
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +87,9 @@ _TMP_SUFFIX = ".tmp"
 
 # Rebuilding the state reads the log this much at a time (only the headers are looked at).
 REBUILD_READ_BYTES = 1024 * 1024
+
+# Kafka's producer.id.expiration.ms default (one day), for a log opened outside a broker.
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
 NO_PRODUCER_EPOCH = -1
 _MAX_SEQUENCE = 2**31 - 1
@@ -275,20 +287,35 @@ class ProducerStateManager:
         for old in self.snapshot_offsets()[:-SNAPSHOTS_TO_RETAIN]:
             snapshot_path(self.directory, old).unlink(missing_ok=True)
 
+    def truncate_fully(self) -> None:
+        """The log starts afresh: every producer is forgotten, every snapshot deleted."""
+        self._producers = {}
+        for offset in self.snapshot_offsets():
+            snapshot_path(self.directory, offset).unlink()
+
     @classmethod
     def load(
         cls, log: PartitionLog, *, now_ms: int, producer_id_expiration_ms: int
     ) -> ProducerStateManager:
-        """The state of ``log``'s producers: the newest readable snapshot at or below the log
-        end offset, then every batch after it. Snapshots beyond the log end offset (the log
-        was truncated, or recovery cut a torn tail) and unreadable ones are deleted, and all
-        but the newest `SNAPSHOTS_TO_RETAIN` too."""
+        """The state of ``log``'s producers when it opens (see :meth:`rebuild`), without the
+        producers idle for ``producer.id.expiration.ms``."""
         state = cls(log.directory)
         for path in log.directory.glob(f"*{SNAPSHOT_SUFFIX}{_TMP_SUFFIX}"):
             path.unlink()  # a snapshot being written when the broker stopped
+        state.rebuild(log)
+        state.remove_expired_producers(now_ms, producer_id_expiration_ms)
+        return state
+
+    def rebuild(self, log: PartitionLog) -> None:
+        """Replaces the state with that of ``log`` as it is now (Kafka's
+        ``rebuildProducerState``): the newest readable snapshot at or below the log end
+        offset, then every batch after it. Snapshots beyond the log end offset (the log was
+        truncated, or recovery cut a torn tail) and unreadable ones are deleted, and all but
+        the newest `SNAPSHOTS_TO_RETAIN` too."""
+        self._producers = {}
         log_end_offset = log.log_end_offset
         replay_from = log.log_start_offset
-        for offset in reversed(state.snapshot_offsets()):
+        for offset in reversed(self.snapshot_offsets()):
             path = snapshot_path(log.directory, offset)
             if offset > log_end_offset:
                 path.unlink()
@@ -299,18 +326,16 @@ class ProducerStateManager:
                 logger.warning("deleting producer state snapshot %s: %s", path, e)
                 path.unlink()
                 continue
-            state._producers = {entry.producer_id: entry for entry in producers}
+            self._producers = {entry.producer_id: entry for entry in producers}
             # The snapshot may predate the log start offset (retention, DeleteRecords): the
             # producers it knows are still worth knowing.
             replay_from = max(offset, log.log_start_offset)
             break
         for batch in _batches_from(log, replay_from):
             if batch.has_producer_id:
-                state.update(batch)
-        state.remove_expired_producers(now_ms, producer_id_expiration_ms)
-        for old in state.snapshot_offsets()[:-SNAPSHOTS_TO_RETAIN]:
+                self.update(batch)
+        for old in self.snapshot_offsets()[:-SNAPSHOTS_TO_RETAIN]:
             snapshot_path(log.directory, old).unlink()
-        return state
 
     def __repr__(self) -> str:
         return f"ProducerStateManager({str(self.directory)!r}, producers={len(self._producers)})"

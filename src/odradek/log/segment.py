@@ -5,6 +5,8 @@ Files of a segment, named by its base offset in 20 digits (Kafka's layout)::
     00000000000000000050.log        v2 record batches exactly as stored by the leader
     00000000000000000050.index      offset -> position, see odradek.log.index
     00000000000000000050.timeindex  timestamp -> offset, see odradek.log.index
+    00000000000000000050.txnindex   aborted transactions, see odradek.log.transaction_index
+                                    (only once the segment holds an abort marker)
 
 The segment owns its files and its batch bookkeeping (next offset, max timestamp, where the
 last batch starts) and adds an index entry whenever more than ``index_interval_bytes`` were
@@ -16,7 +18,7 @@ use and may close when the segment goes idle; index files are never kept open (s
 so walking small batches costs one system call per block, not one per batch.
 
 A deleted segment's files are first renamed ``00000000000000000050.log.deleted`` (and so on)
-and removed later, after ``file.delete.delay.ms``, by :meth:`LogSegment.remove_deleted_files`.
+and removed later, after ``file.delete.delay.ms``, by :meth:`LogSegment.remove_files`.
 
 This class is not thread-safe: the broker's event loop owns it, except :meth:`fsync_log` and
 :meth:`fsync_indexes`, which the flush thread calls. I/O is plain blocking file I/O into the
@@ -44,12 +46,18 @@ from odradek.protocol.records import (
 from odradek.log.checkpoint import fsync_path
 from odradek.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from odradek.log.open_files import OpenFiles
+from odradek.log.transaction_index import TransactionIndex
 
 logger = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+# Every file of a segment, the indexes before the .log: renames go in this order, so a
+# .log.swap on disk says its indexes are swap files already.
+INDEX_FILE_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+SEGMENT_FILE_SUFFIXES = (*INDEX_FILE_SUFFIXES, LOG_SUFFIX)
 DELETED_FILE_SUFFIX = ".deleted"
 # The cleaner writes a cleaned segment as "*.cleaned" files, renames them "*.swap" once they
 # are complete and fsynced, and takes the suffix off when swapping it into the log.
@@ -137,6 +145,9 @@ class LogSegment:
         self.time_index, time_index_lost = _open_index(
             TimeIndex, time_index_path, base_offset, max_index_size
         )
+        self.txn_index = TransactionIndex(
+            segment_path(directory, base_offset, TXN_INDEX_SUFFIX + file_suffix), base_offset
+        )
         self.indexes_lost = offset_index_lost or time_index_lost
         # Whether the index files on disk were fsynced since they were last written.
         self.indexes_synced = not self.indexes_lost
@@ -168,7 +179,7 @@ class LogSegment:
         and so on, out of the log's sight until :meth:`rename_files` takes the suffix off."""
         log_path = segment_path(directory, base_offset, LOG_SUFFIX + file_suffix)
         files.close(log_path)  # still open if a file of that name was just deleted
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in SEGMENT_FILE_SUFFIXES:
             segment_path(directory, base_offset, suffix + file_suffix).unlink(missing_ok=True)
         files.fd(log_path, create=True)
         segment = cls(
@@ -372,8 +383,8 @@ class LogSegment:
 
     def recover(self) -> int:
         """Validates every batch (length, magic, CRC, offsets increasing), truncates the
-        file at the first invalid byte and rebuilds and writes both indexes. Returns the
-        bytes cut."""
+        file at the first invalid byte, rebuilds and writes the offset and time indexes and
+        drops the aborted transactions whose markers were cut. Returns the bytes cut."""
         self.offset_index.clear()
         self.time_index.clear()
         self._reset_batch_state()
@@ -398,6 +409,7 @@ class LogSegment:
             os.ftruncate(self._fd, position)
         self.size = position
         self.persist_indexes()
+        self.txn_index.truncate_to(self.next_offset)
         self.bytes_cut = file_size - position
         return self.bytes_cut
 
@@ -441,6 +453,7 @@ class LogSegment:
         removed = self.size - location.position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         os.ftruncate(self._fd, location.position)
         self.size = location.position
         self._load_tail()
@@ -459,8 +472,11 @@ class LogSegment:
         return changed
 
     def fsync_log(self) -> None:
-        """Flush thread: fsyncs the ``.log`` file, unless the segment was deleted meanwhile."""
+        """Flush thread: fsyncs the ``.log`` file and the transaction index, written with it,
+        unless the segment was deleted meanwhile."""
         self._fsync_unless_deleted(self.log_path)
+        if self.txn_index:
+            self._fsync_unless_deleted(self.txn_index.path)
 
     def fsync_indexes(self) -> None:
         """Flush thread: fsyncs both index files, unless the segment was deleted meanwhile."""
@@ -481,24 +497,24 @@ class LogSegment:
 
     def rename_to_deleted(self) -> None:
         """The first step of deleting: ``.log`` -> ``.log.deleted`` and so on, so that the
-        files are out of the log at once and removed by :meth:`remove_deleted_files` later."""
+        files are out of the log at once and removed by :meth:`remove_files` later."""
         self.deleted = True
         self._files.close(self.log_path)
         deleted_log_path = _deleted_path(self.log_path)
         os.rename(self.log_path, deleted_log_path)
         self.log_path = deleted_log_path
-        for index in (self.offset_index, self.time_index):
+        for index in (self.offset_index, self.time_index, self.txn_index):
             index.rename(_deleted_path(index.path))
 
     def rename_files(self, file_suffix: str, files: OpenFiles | None = None) -> None:
-        """Renames the three files to ``<base>.log<file_suffix>`` and so on (the cleaner's
+        """Renames the files to ``<base>.log<file_suffix>`` and so on (the cleaner's
         ``.cleaned`` -> ``.swap`` -> no suffix); the indexes first and the ``.log`` last,
         so a ``.log.swap`` on disk says its indexes are swap files too. ``files``: the
         descriptors to use from now on (a segment built on the cleaner's thread joins the
         broker's)."""
         self._files.close(self.log_path)
-        for index, suffix in ((self.offset_index, INDEX_SUFFIX),
-                              (self.time_index, TIME_INDEX_SUFFIX)):
+        for index, suffix in zip((self.offset_index, self.time_index, self.txn_index),
+                                 INDEX_FILE_SUFFIXES):
             index.rename(segment_path(self.directory, self.base_offset, suffix + file_suffix))
         log_path = segment_path(self.directory, self.base_offset, LOG_SUFFIX + file_suffix)
         os.rename(self.log_path, log_path)
@@ -506,10 +522,12 @@ class LogSegment:
         if files is not None:
             self._files = files
 
-    def remove_deleted_files(self) -> None:
+    def remove_files(self) -> None:
+        """Removes the segment's files under their current names (``*.deleted`` once
+        deleted; the cleaner's ``*.cleaned`` or ``*.swap`` of a round abandoned)."""
         self.log_path.unlink(missing_ok=True)
-        self.offset_index.delete()
-        self.time_index.delete()
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            index.delete()
 
     def __repr__(self) -> str:
         return (

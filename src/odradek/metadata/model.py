@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # Kafka's rule (org.apache.kafka.common.internals.Topic): ASCII letters, digits, '.', '_'
 # and '-', at most 249 characters so that "<topic>-<partition>" and the "-delete" suffix
@@ -39,12 +40,34 @@ def validate_topic_name(name: str) -> None:
         raise InvalidTopicError(f"Topic name is invalid: {reason}")
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerInfo:
-    node_id: int
+class Endpoint(NamedTuple):
+    """One listener's name, host and port (Kafka's ``EndPoint``).
+
+    In ``listeners`` it is where to bind (``PLAINTEXT://:9092`` is ("PLAINTEXT", "", 9092);
+    "" binds every interface, port 0 an ephemeral port); in a :class:`BrokerInfo` it is where
+    clients of that listener reach the broker.
+    """
+
+    name: str
     host: str
     port: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A live broker and the endpoint it advertises on each of its listeners.
+
+    A client is told the endpoints of the listener it connected through only (Kafka's
+    ``MetadataCache.getAliveBrokerNodes(listenerName)``): a broker without that listener is
+    left out of its answers.
+    """
+
+    node_id: int
+    endpoints: tuple[Endpoint, ...]
     rack: str | None = None
+
+    def endpoint(self, listener_name: str) -> Endpoint | None:
+        return next((e for e in self.endpoints if e.name == listener_name), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +83,9 @@ class PartitionState:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    # Bumped at every change of this state (the znode's version in ZooKeeper, Kafka's
+    # partition epoch): an ISR change proposed against an older one is refused.
+    partition_epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)

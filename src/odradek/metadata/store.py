@@ -5,7 +5,10 @@ node; state in the data directory) and, for a cluster, a ZooKeeper backend. Read
 synchronous and served from memory (the ZooKeeper backend keeps its cache fresh with
 watches); changes are coroutines because in a cluster they are writes to ZooKeeper that the
 controller acts on. Whoever needs to react to a change (the broker creating or deleting
-logs) subscribes to the events below, which both backends publish the same way.
+logs, a partition changing leader) subscribes to the events below, which both backends
+publish the same way: topic-level events for topics and configs, and
+``PartitionStatesChanged`` for the partition state (leader, leader epoch, replicas, ISR) of
+partitions that already exist.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from odradek.metadata.model import BrokerInfo, TopicMetadata
+from odradek.metadata.model import BrokerInfo, PartitionState, TopicMetadata
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +38,17 @@ class PartitionsAdded:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionStatesChanged:
+    """The leader, leader epoch, replicas or ISR of some of ``topic``'s partitions changed
+    (the controller's decisions, or an ISR change it accepted). ``topic`` is the topic as
+    it is now; ``partitions`` are the states that changed. Each broker applies the ones
+    it hosts: ``ReplicaManager.become_leader_or_follower``."""
+
+    topic: TopicMetadata
+    partitions: tuple[PartitionState, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TopicConfigChanged:
     topic: TopicMetadata
 
@@ -45,7 +59,8 @@ class BrokerConfigChanged:
     cluster_default: bool = False  # resource "": the defaults of every broker
 
 
-MetadataEvent = TopicCreated | TopicDeleted | PartitionsAdded | TopicConfigChanged | BrokerConfigChanged
+MetadataEvent = (TopicCreated | TopicDeleted | PartitionsAdded | PartitionStatesChanged
+                 | TopicConfigChanged | BrokerConfigChanged)
 
 
 class TopicExistsError(Exception):

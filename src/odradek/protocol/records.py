@@ -1,11 +1,12 @@
-"""Record batches (magic v2): a zero-copy header view, produce validation, in-place stamping,
+"""Record batches (magic v2): a zero-copy header view, walking batches, in-place stamping,
 and, off the hot path, record decoding and batch building.
 
 The broker stores batches exactly as produced (DESIGN.md decision 3): the produce path
-validates the header and CRC, stamps the base offset, the partition leader epoch and, on
-``LogAppendTime`` topics, the timestamp, and appends the bytes; the fetch path serves them.
-Neither looks at individual records. Record decoding is here for the cleaner, control
-batches, compacted topics' key check, and tests.
+validates the header and CRC (``odradek.log.validator``), stamps the base offset, the
+partition leader epoch and, on ``LogAppendTime`` topics, the timestamp, and appends the
+bytes; the fetch path serves them. Neither looks at individual records. Record decoding is
+here for the cleaner, control batches, the validator's per-record checks (keys on compacted
+topics, bounded timestamps), and tests.
 
 A v2 record batch, all integers big-endian (Kafka's ``DefaultRecordBatch``)::
 
@@ -95,7 +96,7 @@ _CRC_OFFSET = 17
 _ATTRIBUTES_OFFSET = 21
 _MAX_TIMESTAMP_OFFSET = 35
 
-_COMPRESSION_CODEC_MASK = 0x07
+COMPRESSION_CODEC_MASK = 0x07  # attributes bits 0-2
 _TIMESTAMP_TYPE_FLAG = 0x08
 _TRANSACTIONAL_FLAG = 0x10
 _CONTROL_FLAG = 0x20
@@ -205,7 +206,7 @@ class RecordBatch:
     @property
     def compression_type(self) -> CompressionType:
         try:
-            return CompressionType(self._header[5] & _COMPRESSION_CODEC_MASK)
+            return CompressionType(self._header[5] & COMPRESSION_CODEC_MASK)
         except ValueError:
             raise CorruptRecordError(f"unknown compression codec in {self._header[5]}") from None
 
@@ -277,7 +278,7 @@ class RecordBatch:
 
     def records(self) -> list[Record]:
         """Decode (and decompress) every record. Off the hot path: the cleaner, control
-        batches and compacted topics' key check."""
+        batches and the validator's per-record checks."""
         start = self.position + RECORD_BATCH_OVERHEAD
         section = memoryview(self._buffer)[start : self.position + self.size_in_bytes]
         try:
@@ -343,7 +344,7 @@ def _read_nullable_bytes(data: bytes, position: int) -> tuple[bytes | None, int]
     return data[position:end], end
 
 
-def _read_batch(buffer: Buffer, position: int) -> RecordBatch | None:
+def read_batch(buffer: Buffer, position: int = 0) -> RecordBatch | None:
     """The batch at ``position``, or None if ``buffer`` ends before the batch does.
 
     Checks only what is needed to walk batches safely, in the order Kafka's
@@ -376,7 +377,7 @@ def iter_batches(buffer: Buffer, position: int = 0) -> Iterator[RecordBatch]:
     Raises `CorruptRecordError` or `InvalidRecordError` at a batch whose length or magic
     makes the rest unwalkable. CRCs are not checked: see `iter_valid_batches`.
     """
-    while (batch := _read_batch(buffer, position)) is not None:
+    while (batch := read_batch(buffer, position)) is not None:
         yield batch
         position += batch.size_in_bytes
 
@@ -400,67 +401,6 @@ def valid_prefix_length(buffer: Buffer, position: int = 0) -> int:
     for batch in iter_valid_batches(buffer, position):
         end = batch.position + batch.size_in_bytes
     return end - position
-
-
-def validate_produce_records(
-    records: Buffer | None,
-    *,
-    max_message_bytes: int,
-    require_keys: bool = False,
-) -> RecordBatch:
-    """Validate one partition's records of a Produce (v3+) request; return its one batch.
-
-    Follows Kafka's order and error codes: ``ProduceRequest.validateRecords`` (exactly one
-    v2 batch), ``UnifiedLog.analyzeAndValidateRecords`` (base offset 0, size, CRC),
-    ``LogValidator.validateBatch`` (count and offsets, no control batch, sequence) and
-    ``validateRecord`` (keys on compacted topics). Records are decoded only when
-    ``require_keys`` is set. The caller checks ``segment.bytes`` (RECORD_LIST_TOO_LARGE).
-    """
-    if not records:
-        raise InvalidRecordError("Produce requests must have at least one record batch")
-    batch = _read_batch(records, 0)
-    if batch is None:
-        # Kafka finds no batch in a truncated one, hence INVALID_RECORD, not CORRUPT_MESSAGE.
-        raise InvalidRecordError("Produce requests must have at least one record batch")
-    if batch.size_in_bytes != len(records):
-        if _read_batch(records, batch.size_in_bytes) is not None:
-            raise InvalidRecordError("Produce requests must contain exactly one record batch")
-        # Kafka silently trims a partial trailing batch; no client sends one, so we refuse
-        # rather than acknowledge bytes we dropped.
-        raise CorruptRecordError(
-            f"{len(records) - batch.size_in_bytes} trailing bytes after the record batch"
-        )
-    if batch.base_offset != 0:
-        raise InvalidRecordError(f"batch base offset should be 0, but it is {batch.base_offset}")
-    if batch.size_in_bytes > max_message_bytes:
-        raise RecordTooLargeError(
-            f"record batch of {batch.size_in_bytes} bytes exceeds max.message.bytes "
-            f"{max_message_bytes}"
-        )
-    if not batch.is_valid_crc():
-        raise CorruptRecordError(
-            f"record batch is corrupt (stored crc {batch.crc}, computed {batch.compute_checksum()})"
-        )
-    if batch.attributes & _COMPRESSION_CODEC_MASK > CompressionType.ZSTD:
-        raise CorruptRecordError(f"unknown compression codec in attributes {batch.attributes}")
-    if batch.last_offset_delta < 0:
-        raise InvalidRecordError(f"invalid last offset delta {batch.last_offset_delta}")
-    # With a non-negative delta this also refuses Kafka's "invalid reported count" (<= 0).
-    if batch.records_count != batch.last_offset_delta + 1:
-        raise InvalidRecordError(
-            f"inconsistent batch offset range [0, {batch.last_offset_delta}] and count of "
-            f"records {batch.records_count}"
-        )
-    if batch.is_control_batch:
-        raise InvalidRecordError("clients are not allowed to write control records")
-    if batch.has_producer_id and batch.base_sequence < 0:
-        raise InvalidRecordError(
-            f"invalid sequence number {batch.base_sequence} in record batch with producerId "
-            f"{batch.producer_id}"
-        )
-    if require_keys and any(record.key is None for record in batch.records()):
-        raise InvalidRecordError("Compacted topic cannot accept message without key")
-    return batch
 
 
 def build_batch(

@@ -16,17 +16,14 @@ This class is not thread-safe: the broker's event loop owns it.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from odradek.log import LogAppendInfo, LogConfig, LogManager
-from odradek.log.producer_state import ProducerStateManager
-from odradek.replication.partition import Partition, PartitionError, TopicPartition
-
-logger = logging.getLogger(__name__)
+from odradek.protocol.topic_partition import TopicPartition
+from odradek.replication.partition import Partition, PartitionError
 
 
 class ReplicaManager:
@@ -65,12 +62,6 @@ class ReplicaManager:
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
 
-    def producer_last_offsets(self, key: tuple[str, int]) -> dict[int, int]:
-        """The last offset of each active producer's last batch in a hosted partition
-        (what compaction must keep); empty for a partition not hosted here."""
-        partition = self._partitions.get(TopicPartition(*key))
-        return {} if partition is None else partition.producer_state.last_batch_offsets()
-
     def make_leader(
         self,
         topic_partition: TopicPartition,
@@ -83,16 +74,6 @@ class ReplicaManager:
         log = self.log_manager.get_or_create(
             topic_partition.topic, topic_partition.partition, log_config
         )
-        try:
-            producer_state = ProducerStateManager.load(
-                log, now_ms=self.clock(),
-                producer_id_expiration_ms=self._broker_config("producer.id.expiration.ms"),
-            )
-        except OSError as e:
-            # The log's dir failed: its appends fail with KAFKA_STORAGE_ERROR, so there is no
-            # producer to check until a restart finds the dir healthy.
-            logger.error("%s: cannot load the producer state: %s", topic_partition, e)
-            producer_state = ProducerStateManager(log.directory)
         partition = Partition(
             topic_partition,
             log,
@@ -100,7 +81,6 @@ class ReplicaManager:
             leader_epoch=leader_epoch,
             isr=isr,
             topic_config=topic_config,
-            producer_state=producer_state,
         )
         self._partitions[topic_partition] = partition
         return partition
@@ -118,8 +98,7 @@ class ReplicaManager:
         if delete:
             self.log_manager.delete_partition(topic_partition.topic, topic_partition.partition)
         else:
-            partition.snapshot_producer_state()
-            partition.log.close()
+            partition.log.close()  # with its producer state snapshot
         self._wake(topic_partition)
 
     def append(self, partition: Partition, records: bytearray) -> LogAppendInfo:
@@ -139,10 +118,12 @@ class ReplicaManager:
         )
 
     def shutdown(self) -> None:
-        """A clean stop: snapshots every partition's producer state, before the LogManager
-        closes the logs."""
-        for partition in self._partitions.values():
-            partition.snapshot_producer_state()
+        """A clean stop (Kafka's ``ReplicaManager.shutdown``): no partition is served here
+        any more and a fetch still waiting is woken; the LogManager then closes the logs
+        (their producer state snapshots, index files) and writes the checkpoints."""
+        partitions, self._partitions = self._partitions, {}
+        for topic_partition in partitions:
+            self._wake(topic_partition)
 
     # -- delayed fetch -----------------------------------------------------------------
 

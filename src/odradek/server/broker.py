@@ -1,11 +1,12 @@
 """``Broker``: the composition root of one broker process.
 
 It wires the layers together — the logs (``LogManager``), the metadata store, the replica
-manager and the listener — and turns metadata events into partition changes: a created
-topic gets its logs, a deleted one loses them and its committed offsets, a changed config
-reaches every partition.
+manager and the listeners (``SocketServer``) — and turns metadata events into partition
+changes: a created topic gets its logs, a deleted one loses them and its committed offsets,
+a changed config reaches every partition. Request handlers get the narrow services of
+:meth:`Broker.services`, never the Broker.
 
-Lifecycle: ``await start()`` binds the listener and opens the logs; ``await stop()`` stops
+Lifecycle: ``await start()`` binds the listeners and opens the logs; ``await stop()`` stops
 accepting, answers the requests already received, then flushes and closes every log and
 leaves each log dir's clean shutdown marker. In between, background tasks do the log's
 periodic work, as Kafka's scheduler does: retention, flushing dirty logs (``flush.ms`` and
@@ -27,7 +28,7 @@ from odradek.coordinator.group import GROUP_TICK_MS, group_coordinator_over
 from odradek.log import KafkaStorageError, LogManager
 from odradek.log.cleaner import CleanerConfig, LogCleaner
 from odradek.metadata.local import LocalMetadataStore
-from odradek.metadata.model import BrokerInfo, TopicMetadata
+from odradek.metadata.model import BrokerInfo, Endpoint, TopicMetadata
 from odradek.metadata.store import (
     BrokerConfigChanged,
     MetadataEvent,
@@ -37,12 +38,14 @@ from odradek.metadata.store import (
     TopicCreated,
     TopicDeleted,
 )
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
 from odradek.replication.replica_manager import ReplicaManager
+from odradek.server.auto_topic_creation import AutoTopicCreationManager
 from odradek.server.config import BrokerConfig, effective_topic_config, to_log_config
-from odradek.server.connection import Connection
-from odradek.server.connection_quotas import ConnectionQuotas
 from odradek.server.dispatcher import Dispatcher
+from odradek.server.quotas import ClientQuotas
+from odradek.server.services import Services
+from odradek.server.socket_server import SocketServer
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +73,8 @@ class Broker:
         self.node_id: int = config.node_id
         self._loop: asyncio.AbstractEventLoop | None = None
         self.log_manager = LogManager(
-            config.log_dirs, clock=clock, call_soon_threadsafe=self._call_soon_threadsafe
+            config.log_dirs, clock=clock, call_soon_threadsafe=self._call_soon_threadsafe,
+            producer_id_expiration_ms=lambda: config.get("producer.id.expiration.ms"),
         )
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, clock, config.get)
         # Consumer groups and their offsets, kept in __consumer_offsets.
@@ -78,34 +82,30 @@ class Broker:
             self.replica_manager, lambda name: self.metadata.topic(name) if self.metadata else None,
             config.get, clock)
         self.metadata: MetadataStore | None = None
-        self._server: asyncio.base_events.Server | None = None
-        self._connections: set[Connection] = set()
-        self._connection_quotas = ConnectionQuotas(config.get)
+        self.quotas = ClientQuotas()
+        self.dispatcher: Dispatcher | None = None
+        self._socket_server: SocketServer | None = None
+        # The first listener's bound address, and the port each listener is bound to.
         self.host: str = ""
         self.port: int = 0
+        self.bound_ports: dict[str, int] = {}
         self._background: list[asyncio.Task[None]] = []
 
     # -- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        listener = self.config.listeners[0]
-        dispatcher = Dispatcher(self)
-        max_request_bytes = self.config.get("socket.request.max.bytes")
-        loop = self._loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: Connection(dispatcher, max_request_bytes, self._open, self._close),
-            host=listener.host or None,
-            port=listener.port,
-            reuse_address=True,
-            start_serving=False,
-        )
-        self.host, self.port = self._server.sockets[0].getsockname()[:2]
-        advertised = self.config.advertised_listeners[0]
-        me = BrokerInfo(
-            self.node_id,
-            advertised.host or self.host,
-            advertised.port or self.port,
-        )
+        self._loop = asyncio.get_running_loop()
+        socket_server = SocketServer(self.config)
+        await socket_server.bind()
+        self._socket_server = socket_server
+        bound = socket_server.bound_addresses
+        self.host, self.port = next(iter(bound.values()))
+        self.bound_ports = {name: port for name, (_, port) in bound.items()}
+        # An advertised listener without a host or port advertises the bound one (Kafka
+        # replaces port 0 with the bound port when it registers the broker).
+        me = BrokerInfo(self.node_id, tuple(
+            Endpoint(e.name, e.host or bound[e.name][0], e.port or bound[e.name][1])
+            for e in self.config.advertised_listeners))
         self.metadata = LocalMetadataStore(
             self.config.log_dirs[0], me, self.config.get("cluster.id")
         )
@@ -115,7 +115,7 @@ class Broker:
         topics = self.metadata.topics().values()
         self.log_manager.load_all(
             lambda topic: to_log_config(self.topic_config(topic)),
-            hosted=[(topic.name, state.partition) for topic in topics
+            hosted=[TopicPartition(topic.name, state.partition) for topic in topics
                     for state in topic.partitions if state.leader == self.node_id],
         )
         for topic in topics:
@@ -123,40 +123,46 @@ class Broker:
         self.metadata.subscribe(self._on_metadata_event)
         self.group_coordinator.startup()  # replays the __consumer_offsets partitions led here
         self._start_background_tasks()
-        await self._server.start_serving()
-        log.info("odradek broker %d listening on %s:%d (cluster %s)",
-                 self.node_id, self.host, self.port, self.metadata.cluster_id)
+        self.dispatcher = Dispatcher(self.services(), self.quotas)
+        await socket_server.start_serving(self.dispatcher)
+        for name, (host, port) in bound.items():
+            log.info("odradek broker %d listening on %s:%d (listener %s, cluster %s)",
+                     self.node_id, host, port, name, self.metadata.cluster_id)
 
     async def stop(self) -> None:
-        if self._server is None:
+        if self._socket_server is None:
             return
-        self._server.close()
+        self._socket_server.stop_accepting()
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         self._background.clear()
         self.group_coordinator.shutdown()  # a JoinGroup or SyncGroup waiting is answered now
-        connections = list(self._connections)
-        if connections:
-            await asyncio.wait(
-                [asyncio.ensure_future(c.drain()) for c in connections],
-                timeout=SHUTDOWN_DRAIN_SECONDS,
-            )
-        for connection in connections:
-            connection.close()
-        await self._server.wait_closed()
+        await self._socket_server.close_connections(SHUTDOWN_DRAIN_SECONDS)
         if (cleaner := getattr(self, "_cleaner", None)) is not None:
             await asyncio.to_thread(cleaner.close)  # the worker process, after its round
         self.replica_manager.shutdown()  # producer state snapshots, before the logs close
         self.log_manager.close_all()  # flush, checkpoints, clean shutdown markers
         if self.metadata is not None:
             self.metadata.close()
-        self._server = None
+        self._socket_server = None
         log.info("odradek broker %d stopped", self.node_id)
 
     def _call_soon_threadsafe(self, callback: Callable[[], object]) -> None:
         """Hands work from another thread (a flush) to the event loop."""
         self._loop.call_soon_threadsafe(callback)
+
+    def services(self) -> Services:
+        """What the request handlers may use (once started: the metadata store exists)."""
+        return Services(
+            config=self.config,
+            metadata=self.metadata,
+            replica_manager=self.replica_manager,
+            group_coordinator=self.group_coordinator,
+            log_manager=self.log_manager,
+            auto_topic_creation=AutoTopicCreationManager(
+                self.metadata, self.config, self.group_coordinator),
+        )
 
     # -- background tasks --------------------------------------------------------------
 
@@ -196,7 +202,6 @@ class Broker:
             config=CleanerConfig(
                 dedupe_buffer_size=get("log.cleaner.dedupe.buffer.size"),
                 io_buffer_load_factor=get("log.cleaner.io.buffer.load.factor")),
-            producer_last_offsets=self.replica_manager.producer_last_offsets,
             run_in_executor=functools.partial(self._loop.run_in_executor, None),
         )
 
@@ -242,16 +247,6 @@ class Broker:
     async def _tick_group_coordinator(self) -> None:
         """Group sessions, rebalance timeouts and offset retention."""
         self.group_coordinator.tick()
-
-    def _open(self, connection: Connection) -> str | None:
-        refusal = self._connection_quotas.admit(connection.peer_host)
-        if refusal is None:
-            self._connections.add(connection)
-        return refusal
-
-    def _close(self, connection: Connection) -> None:
-        self._connections.discard(connection)
-        self._connection_quotas.release(connection.peer_host)
 
     # -- topics ------------------------------------------------------------------------
 

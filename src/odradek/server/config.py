@@ -40,9 +40,18 @@ from odradek.server.config_defs import (
     ConfigSource,
     ConfigType,
     Endpoint,
+    SecurityProtocol,
     csv_list,
     endpoints,
     parse_properties,
+)
+from odradek.server.listeners import (
+    INTER_BROKER_LISTENER_NAME,
+    INTER_BROKER_SECURITY_PROTOCOL,
+    PROTOCOL_MAP,
+    check_listeners,
+    inter_broker_listener_name,
+    security_protocol_map,
 )
 
 __all__ = [
@@ -58,6 +67,7 @@ __all__ = [
     "ConfigType",
     "Endpoint",
     "ResolvedConfig",
+    "SecurityProtocol",
     "apply_incremental",
     "describe_topic_config",
     "effective_topic_config",
@@ -207,15 +217,28 @@ class BrokerConfig:
 
     @property
     def listeners(self) -> tuple[Endpoint, ...]:
-        return endpoints("listeners", self.get("listeners"), self._protocol_map())
+        return endpoints("listeners", self.get("listeners"), self.listener_security_protocol_map)
 
     @property
     def advertised_listeners(self) -> tuple[Endpoint, ...]:
-        """`advertised.listeners`, or `listeners` when unset, as Kafka does."""
+        """`advertised.listeners`, or `listeners` when unset, as Kafka does: when set, a
+        listener it leaves out is advertised to nobody."""
         advertised = self.get("advertised.listeners")
         if advertised is None:
             return self.listeners
-        return endpoints("advertised.listeners", advertised, self._protocol_map(), False)
+        return endpoints("advertised.listeners", advertised,
+                         self.listener_security_protocol_map, False)
+
+    @property
+    def listener_security_protocol_map(self) -> dict[str, SecurityProtocol]:
+        return security_protocol_map(self.get(PROTOCOL_MAP))
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        return inter_broker_listener_name(
+            self.get(INTER_BROKER_LISTENER_NAME), self.get(INTER_BROKER_SECURITY_PROTOCOL),
+            INTER_BROKER_SECURITY_PROTOCOL in self._raw[ConfigSource.STATIC_BROKER_CONFIG],
+            self.listener_security_protocol_map)
 
     @property
     def log_dirs(self) -> tuple[Path, ...]:
@@ -357,15 +380,6 @@ class BrokerConfig:
 
     # -- invariants ----------------------------------------------------------------------
 
-    def _protocol_map(self) -> dict[str, str]:
-        value = self.get("listener.security.protocol.map")
-        pairs = [entry.split(":") for entry in csv_list(value)]
-        if any(len(pair) != 2 for pair in pairs):
-            raise ConfigError.invalid_value(
-                "listener.security.protocol.map", value, "Expected a list of NAME:PROTOCOL"
-            )
-        return {name.strip().upper(): protocol.strip().upper() for name, protocol in pairs}
-
     def _check(self) -> None:
         """The cross-key checks of KafkaConfig.validateValues that concern odradek."""
         if self.get("node.id") != self.get("broker.id"):
@@ -378,7 +392,7 @@ class BrokerConfig:
                 "log.retention.ms must be unlimited (-1) or, greater than or equal to 1",
                 "log.retention.ms",
             )
-        self.listeners  # noqa: B018 - parsing is the check
+        check_listeners(self.listeners, self.advertised_listeners, self.inter_broker_listener_name)
         if any(e.host == "0.0.0.0" for e in self.advertised_listeners):
             raise ConfigError(
                 "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "

@@ -31,7 +31,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
+
+from odradek.metadata.model import Endpoint
 
 INT_MAX = 2**31 - 1  # Java's Integer.MAX_VALUE: Kafka's "no limit" for INT configs
 LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE: Kafka's "no limit" for LONG configs
@@ -324,12 +326,13 @@ def _unescape(text: str) -> str:
     return "".join(out).encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
 
 
-class Endpoint(NamedTuple):
-    """One listener: `PLAINTEXT://:9092` is ("PLAINTEXT", "", 9092); "" binds all interfaces."""
+class SecurityProtocol(enum.StrEnum):
+    """Kafka's `SecurityProtocol`, in its declaration order (the order of its messages)."""
 
-    name: str
-    host: str
-    port: int
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
 
 
 _LISTENER = re.compile(r"(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)")
@@ -509,6 +512,8 @@ _BROKER_ROWS = (
     ConfigDef("replica.fetch.backoff.ms", _I, 1000, "Sleep of a follower after a fetch error.", Range(0)),
     ConfigDef("replica.fetch.response.max.bytes", _I, 10 * 1024**2, "Bytes a follower fetches per request.", Range(0)),
     ConfigDef("num.replica.fetchers", _I, 1, "Fetcher tasks per source broker.", dynamic=True),
+    ConfigDef("inter.broker.listener.name", _S, None, "Listener the brokers use between themselves; unset: the listener named after security.inter.broker.protocol. Only one of the two may be set."),
+    ConfigDef("security.inter.broker.protocol", _S, SecurityProtocol.PLAINTEXT.value, "Security protocol between brokers; only one of this and inter.broker.listener.name may be set.", OneOf(tuple(SecurityProtocol))),
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", _L, 5000, "How often high watermarks are saved to disk."),
     # group coordinator
     ConfigDef("group.min.session.timeout.ms", _I, 6000, "Smallest session timeout a consumer may ask for."),

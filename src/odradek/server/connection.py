@@ -1,5 +1,9 @@
 """One client connection: frames in, responses out, in request order.
 
+A connection is accepted on one listener; when it is made it fixes the connection-level part
+of every request's context (``ConnectionContext``: that listener, its security protocol, the
+principal and the client's address), which the dispatcher gets with each frame.
+
 Kafka clients pipeline requests and match responses by correlation id, but they also expect
 responses in the order of their requests on a connection, so a slow request (a long-poll
 fetch) holds back the answers queued behind it. Each request takes a slot in ``_pending``;
@@ -24,6 +28,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from odradek.protocol.framing import FrameDecoder, FramingError
+from odradek.server.config import SecurityProtocol
+from odradek.server.request_context import ANONYMOUS, ConnectionContext
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +41,7 @@ MAX_IN_FLIGHT_REQUESTS = 64
 # None when no response is due (acks=0 produce), or an awaitable of either.
 Response = list[bytes | bytearray]
 Outcome = Response | None | Awaitable[Response | None]
-Dispatcher = Callable[[bytes, "Connection"], Outcome]
+Dispatcher = Callable[[bytes, ConnectionContext], Outcome]
 
 
 class Connection(asyncio.Protocol):
@@ -43,12 +49,16 @@ class Connection(asyncio.Protocol):
         self,
         dispatch: Dispatcher,
         max_request_bytes: int,
+        listener: tuple[str, SecurityProtocol],
         on_open: Callable[[Connection], str | None],
         on_close: Callable[[Connection], None],
     ) -> None:
-        """``on_open`` admits the connection or says why it is refused (a connection
-        quota); ``on_close`` is called when an admitted connection is gone."""
+        """``listener`` is the (name, security protocol) of the listener that accepted it;
+        ``on_open`` admits the connection or says why it is refused (a connection quota);
+        ``on_close`` is called when an admitted connection is gone."""
         self._dispatch = dispatch
+        self._listener = listener
+        self.context: ConnectionContext | None = None
         self._decoder = FrameDecoder(max_request_bytes)
         self._on_open = on_open
         self._on_close = on_close
@@ -68,6 +78,9 @@ class Connection(asyncio.Protocol):
         self.peer = transport.get_extra_info("peername")
         # A socket reset before it was handed to us has no peer name any more.
         self.peer_host = self.peer[0] if self.peer else ""
+        # A PLAINTEXT listener authenticates nobody; it is the only kind served.
+        self.context = ConnectionContext(*self._listener, ANONYMOUS,
+                                         self.peer[:2] if self.peer else None)
         refusal = self._on_open(self)
         if refusal is not None:
             log.warning("refusing connection from %s: %s", self.peer, refusal)
@@ -108,7 +121,7 @@ class Connection(asyncio.Protocol):
 
     def _submit(self, frame: bytes) -> None:
         try:
-            outcome = self._dispatch(frame, self)
+            outcome = self._dispatch(frame, self.context)
         except FramingError as exc:
             self.abort(str(exc))
             return

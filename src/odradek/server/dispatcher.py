@@ -1,34 +1,42 @@
-"""From a request frame to an encoded response: parse, route to the handler, encode."""
+"""From a request frame to an encoded response: parse, route to the handler, encode.
+
+The dispatcher binds every handler to the services it declares once, when it is built, and
+gives each request its :class:`RequestContext`: the connection's part, the request's header
+and size, and the client quotas that ``respond`` reads ``throttle_time`` from.
+"""
 
 from __future__ import annotations
 
 import inspect
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from odradek.protocol.api import ApiKey
 from odradek.protocol.framing import (
     InvalidRequestError,
+    Request,
     UnsupportedVersionError,
     encode_response_chunks,
     parse_request,
 )
-from odradek.server.connection import Connection, Outcome, Response
-from odradek.server.handlers import RequestContext, load_handlers
+from odradek.server.connection import Outcome, Response
+from odradek.server.handlers import Handler, bind, load_handlers
 from odradek.server.handlers.api_versions import unsupported_version_response
-
-if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+from odradek.server.quotas import ClientQuotas
+from odradek.server.request_context import ConnectionContext, RequestContext
+from odradek.server.services import Services
 
 log = logging.getLogger(__name__)
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
-        self._handlers = load_handlers()
+    def __init__(self, services: Services, quotas: ClientQuotas) -> None:
+        self._quotas = quotas
+        # Each API key's handler with its services bound.
+        self.handlers: dict[ApiKey, Handler] = {
+            key: bind(handler, services) for key, handler in load_handlers().items()}
 
-    def __call__(self, frame: bytes, connection: Connection) -> Outcome:
+    def __call__(self, frame: bytes, connection: ConnectionContext) -> Outcome:
         try:
             request = parse_request(frame)
         except UnsupportedVersionError as exc:
@@ -39,13 +47,18 @@ class Dispatcher:
             # Kafka closes the connection here too: the body cannot be parsed, so no
             # well-formed error response can be built for it.
             raise InvalidRequestError(str(exc)) from None
-        ctx = RequestContext(self._broker, request, connection)
-        outcome = self._handlers[request.api_key](ctx, request.body)
+        outcome = self.handle(request, connection, len(frame))
         if inspect.isawaitable(outcome):
             return self._finish(request.correlation_id, outcome)
         if outcome is None:
             return None
         return encode_response_chunks(request.correlation_id, outcome)
+
+    def handle(self, request: Request, connection: ConnectionContext, size_in_bytes: int) -> Any:
+        """The handler's answer to a parsed request: its response, an awaitable of it, or
+        None when nothing is sent."""
+        ctx = RequestContext(request, connection, self._quotas, size_in_bytes)
+        return self.handlers[request.api_key](ctx, request.body)
 
     async def _finish(self, correlation_id: int, pending: Any) -> Response | None:
         response = await pending

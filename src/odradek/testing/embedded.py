@@ -6,6 +6,9 @@ The broker runs on its own thread with its own event loop, so synchronous client
 
     with EmbeddedBroker(tmp_path) as broker:
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers})
+
+Every listener binds an ephemeral port unless ``listeners`` says otherwise;
+``bootstrap_servers`` reaches the first, ``bootstrap_servers_of(name)`` any of them.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ from typing import Any, TypeVar
 
 import uvloop
 
+from odradek.protocol.api import ApiKey
+from odradek.protocol.framing import Request
 from odradek.server.broker import Broker
 from odradek.server.config import BrokerConfig
+from odradek.server.request_context import ANONYMOUS, ConnectionContext
 
 T = TypeVar("T")
 
@@ -44,9 +50,23 @@ class EmbeddedBroker:
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.broker.port}"
 
+    def bootstrap_servers_of(self, listener_name: str) -> str:
+        return f"127.0.0.1:{self.broker.bound_ports[listener_name]}"
+
     @property
     def port(self) -> int:
         return self.broker.port
+
+    def handle(self, api_key: ApiKey, version: int, request: Any) -> Any:
+        """What the broker's handler answers to ``request`` (a kio request of ``version``) from
+        a client of the first listener: the response, an awaitable of it, or None. Call it on
+        the broker's loop, from a coroutine given to :meth:`call`."""
+        config = self.broker.config
+        listener = config.listeners[0].name
+        client = ConnectionContext(listener, config.listener_security_protocol_map[listener],
+                                   ANONYMOUS, ("127.0.0.1", 0))
+        return self.broker.dispatcher.handle(Request(api_key, version, 1, "test", request),
+                                             client, 0)
 
     def start(self) -> EmbeddedBroker:
         self._loop = uvloop.new_event_loop()

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from odradek.coordinator.group.coordinator import GroupCoordinator
 from odradek.coordinator.group.group import JoinGroupResult, JoinRequest, SyncGroupResult
-from odradek.coordinator.group.metadata_manager import GroupMetadataManager, StoreError
+from odradek.coordinator.group.metadata_manager import GroupMetadataManager
 
 GROUP = "g"
 SESSION_MS = 10_000
@@ -38,11 +38,17 @@ def subscription(*topics: str) -> bytes:
 
 
 class MemoryStore:
-    """``__consumer_offsets`` as lists of (key, value), one per partition."""
+    """``__consumer_offsets`` as lists of (key, value), one per partition.
+
+    An append completes at once, unless ``hold`` is set: then its callback waits for
+    ``release()``, as an acks=all append waits for the in-sync replicas. With ``fail_with``
+    set, an append writes nothing and completes with that error."""
 
     def __init__(self, partitions: int = 3) -> None:
         self.logs: dict[int, list] = {p: [] for p in range(partitions)}
         self.fail_with: ErrorCode | None = None
+        self.hold = False
+        self._held: list[tuple[Callable[[ErrorCode], None], ErrorCode]] = []
 
     def partition_count(self) -> int:
         return len(self.logs)
@@ -53,10 +59,21 @@ class MemoryStore:
     def read(self, partition: int) -> list:
         return list(self.logs[partition])
 
-    def append(self, partition: int, records: Sequence) -> None:
-        if self.fail_with is not None:
-            raise StoreError(self.fail_with)
-        self.logs[partition].extend(records)
+    def append(self, partition: int, records: Sequence,
+               callback: Callable[[ErrorCode], None]) -> None:
+        error = self.fail_with or ErrorCode.none
+        if error is ErrorCode.none:
+            self.logs[partition].extend(records)
+        if self.hold:
+            self._held.append((callback, error))
+        else:
+            callback(error)
+
+    def release(self) -> None:
+        """Completes the held appends, in the order they were made."""
+        held, self._held = self._held, []
+        for callback, error in held:
+            callback(error)
 
     def records(self) -> list:
         return [r for log in self.logs.values() for r in log]
@@ -123,12 +140,33 @@ class Groups:
         return self.coordinator.heartbeat(group_id=group, generation_id=generation,
                                           member_id=member_id, group_instance_id=instance)
 
-    def commit(self, offsets: dict, *, member_id: str = "", generation: int = -1,
-               group: str = GROUP, instance: str | None = None) -> dict:
-        return self.coordinator.commit_offsets(
+    def send_commit(self, offsets: dict, *, member_id: str = "", generation: int = -1,
+                    group: str = GROUP, instance: str | None = None) -> list[dict]:
+        """One OffsetCommit of (offset, leader epoch, metadata) per partition; the list
+        receives its answer when the coordinator gives it."""
+        answers: list[dict] = []
+        self.coordinator.commit_offsets(
             group_id=group, generation_id=generation, member_id=member_id,
-            group_instance_id=instance,
-            offsets={tp: (offset, -1, "meta") for tp, offset in offsets.items()})
+            group_instance_id=instance, offsets=offsets, respond=answers.append)
+        return answers
+
+    def commit(self, offsets: dict, **member) -> dict:
+        """Commits offsets with metadata "meta" and returns the answer, given at once."""
+        [answer] = self.send_commit(
+            {tp: (offset, -1, "meta") for tp, offset in offsets.items()}, **member)
+        return answer
+
+    def delete_offsets(self, partitions: list, group: str = GROUP) -> tuple:
+        answers: list[tuple] = []
+        self.coordinator.delete_offsets(group, partitions, answers.append)
+        [answer] = answers
+        return answer
+
+    def delete_groups(self, group_ids: list[str]) -> dict:
+        answers: list[dict] = []
+        self.coordinator.delete_groups(group_ids, answers.append)
+        [answer] = answers
+        return answer
 
     def state(self, group: str = GROUP) -> str:
         found = self.coordinator.manager.groups.get(group)
@@ -149,6 +187,25 @@ class Groups:
         syncs = [self.sync(m, generation, {m: m.encode() for m in ids}) for m in reversed(ids)]
         assert all(s and s[0].error is ErrorCode.none for s in syncs)
         return ids, generation
+
+
+def fetched(groups: Groups, partitions=None, group: str = GROUP) -> dict:
+    """What OffsetFetch answers: (offset, metadata) per partition, None where none."""
+    error, offsets = groups.coordinator.fetch_offsets(group, partitions)
+    assert error is ErrorCode.none
+    return {tp: (o.offset, o.metadata) if o else None for tp, o in offsets.items()}
+
+
+def static_group(groups: Groups) -> tuple[str, str]:
+    """A Stable group of a dynamic member and the static member "pod-1"."""
+    dynamic, _ = groups.join_new()
+    static, _ = groups.join_new(instance="pod-1")
+    groups.advance(3_000)
+    groups.advance(3_000)
+    groups.sync(static, 1)
+    groups.sync(dynamic, 1, {dynamic: b"D", static: b"S"})
+    assert groups.state() == "Stable"
+    return dynamic, static
 
 
 @pytest.fixture

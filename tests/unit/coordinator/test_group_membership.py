@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from group_harness import GROUP, REBALANCE_MS, SESSION_MS, Groups, MemoryStore, subscription
+from group_harness import (
+    GROUP,
+    REBALANCE_MS,
+    SESSION_MS,
+    Groups,
+    MemoryStore,
+    static_group,
+    subscription,
+)
 
 E = ErrorCode
 
@@ -130,13 +138,7 @@ def test_a_leaving_member_triggers_a_rebalance_and_the_last_one_empties_the_grou
 
 
 def test_a_static_member_rejoining_a_stable_group_keeps_its_place_without_a_rebalance(groups):
-    dynamic, _ = groups.join_new()
-    static, _ = groups.join_new(instance="pod-1")
-    groups.advance(3_000)
-    groups.advance(3_000)
-    groups.sync(static, 1)
-    groups.sync(dynamic, 1, {dynamic: b"D", static: b"S"})
-    assert groups.state() == "Stable"
+    dynamic, static = static_group(groups)
 
     # The pod restarts: it knows its instance id, not its member id.
     [rejoined] = groups.join(instance="pod-1")

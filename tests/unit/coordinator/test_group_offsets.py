@@ -5,24 +5,18 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from group_harness import GROUP, Groups
+from group_harness import GROUP, Groups, fetched
 from odradek.coordinator.group.offsets_topic import (
     GroupKey,
     OffsetKey,
     decode_key,
     decode_offset_commit_value,
 )
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
 
 E = ErrorCode
 T0, T1, OTHER = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("other", 0)
 MINUTE_MS = 60_000
-
-
-def fetched(groups: Groups, partitions=None, group: str = GROUP) -> dict:
-    error, offsets = groups.coordinator.fetch_offsets(group, partitions)
-    assert error is E.none
-    return {tp: (o.offset, o.metadata) if o else None for tp, o in offsets.items()}
 
 
 def test_a_simple_commit_without_a_generation_is_stored_with_its_metadata(groups):
@@ -70,9 +64,7 @@ def test_a_member_may_still_commit_while_the_group_prepares_a_rebalance(groups):
 
 def test_metadata_over_offset_metadata_max_bytes_is_refused_per_partition():
     groups = Groups(**{"offset.metadata.max.bytes": 3})
-    errors = groups.coordinator.commit_offsets(
-        group_id=GROUP, generation_id=-1, member_id="", group_instance_id=None,
-        offsets={T0: (1, -1, "long"), T1: (1, -1, "ok")})
+    [errors] = groups.send_commit({T0: (1, -1, "long"), T1: (1, -1, "ok")})
     assert errors == {T0: E.offset_metadata_too_large, T1: E.none}
 
 
@@ -114,11 +106,11 @@ def test_a_member_that_never_comes_back_after_a_restart_expires_as_before(groups
 def test_deleting_a_group_needs_it_empty_and_leaves_nothing_after_a_restart(groups):
     (leader, follower), generation = groups.form(2)
     groups.commit({T0: 1}, member_id=leader, generation=generation)
-    assert groups.coordinator.delete_groups([GROUP, "nobody"]) == {
+    assert groups.delete_groups([GROUP, "nobody"]) == {
         GROUP: E.non_empty_group, "nobody": E.group_id_not_found}
     groups.coordinator.leave_group(GROUP, [(leader, None), (follower, None)])
 
-    assert groups.coordinator.delete_groups([GROUP]) == {GROUP: E.none}
+    assert groups.delete_groups([GROUP]) == {GROUP: E.none}
 
     assert groups.state() == "Dead"
     tombstones = [decode_key(k) for k, v in groups.store.records() if v is None]
@@ -131,11 +123,11 @@ def test_offsets_of_subscribed_topics_cannot_be_deleted_while_the_group_has_memb
     (leader, _), generation = groups.form(2)
     groups.commit({T0: 1, OTHER: 2}, member_id=leader, generation=generation)
 
-    error, errors = groups.coordinator.delete_offsets(GROUP, [T0, OTHER])
+    error, errors = groups.delete_offsets([T0, OTHER])
 
     assert (error, errors) == (E.none, {T0: E.group_subscribed_to_topic, OTHER: E.none})
     assert fetched(groups.restart(), [T0, OTHER]) == {T0: (1, "meta"), OTHER: None}
-    assert groups.coordinator.delete_offsets("nobody", [T0]) == (E.group_id_not_found, {})
+    assert groups.delete_offsets([T0], group="nobody") == (E.group_id_not_found, {})
 
 
 def test_offsets_of_an_empty_group_expire_after_the_retention_since_it_became_empty(groups):
@@ -201,3 +193,26 @@ def test_offsets_of_a_deleted_topic_stay_while_their_tombstones_cannot_be_writte
     assert fetched(groups) == {T0: (1, "meta")}  # as the log still has them
     groups.store.fail_with = None
     assert fetched(groups.restart()) == {T0: (1, "meta")}
+
+
+def test_a_resigned_partition_unloads_its_groups_and_an_elected_one_loads_them_again(groups):
+    partition = groups.coordinator.manager.partition_for(GROUP)
+    groups.commit({T0: 5})
+    member, responses = groups.join_new()
+    groups.coordinator.on_resigned(partition)
+    # The member waiting in the join phase is sent to find the new coordinator.
+    assert [r.error for r in responses] == [E.not_coordinator]
+    assert groups.coordinator.fetch_offsets(GROUP, [T0])[0] is E.not_coordinator
+    assert groups.commit({T0: 6}) == {T0: E.not_coordinator}
+    groups.coordinator.on_elected(partition)
+    assert fetched(groups, [T0]) == {T0: (5, "meta")}
+
+
+def test_resigning_one_partition_keeps_the_groups_of_the_others(groups):
+    other = next(g for g in (f"g{i}" for i in range(100))
+                 if groups.coordinator.manager.partition_for(g)
+                 != groups.coordinator.manager.partition_for(GROUP))
+    groups.commit({T0: 5})
+    groups.commit({T0: 9}, group=other)
+    groups.coordinator.on_resigned(groups.coordinator.manager.partition_for(GROUP))
+    assert fetched(groups, [T0], group=other) == {T0: (9, "meta")}

@@ -23,7 +23,7 @@ from odradek.coordinator.group.offsets_topic import (
     offset_commit_value,
     partition_for,
 )
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
 
 
 # Expected values printed by Java 17 ("...".hashCode()).

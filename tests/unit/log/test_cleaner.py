@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.log import LogConfig, PartitionLog
+from odradek.log import AbortedTxn, LogConfig, PartitionLog
 from odradek.log.cleaner import (
     CLEANER_OFFSET_CHECKPOINT,
     CleanerConfig,
@@ -22,9 +22,10 @@ from odradek.log.cleaner import (
     plan_cleaning,
 )
 from odradek.log.checkpoint import read_offsets_checkpoint
-from odradek.log.producer_state import OutOfOrderSequenceError, ProducerStateManager
+from odradek.log.producer_state import OutOfOrderSequenceError
 from odradek.log.segment import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
 from odradek.protocol.records import Record, RecordBatch, build_batch, iter_batches
+from odradek.protocol.topic_partition import TopicPartition
 
 # Room for about two one-record batches: every other append rolls a segment.
 SMALL_SEGMENT_BYTES = 160
@@ -46,8 +47,8 @@ def produce_records(log: PartitionLog, records: list[tuple[bytes | None, bytes |
     batch = bytearray(build_batch(
         [Record(i, timestamp, key, value) for i, (key, value) in enumerate(records)],
         base_offset=0, **batch_options))
-    info = log.append(batch, leader_epoch=0, now_ms=timestamp)
-    log.high_watermark = log.log_end_offset
+    info = log.append_as_leader(batch, leader_epoch=0, now_ms=timestamp)
+    log.update_high_watermark(log.log_end_offset)
     return info.first_offset
 
 
@@ -151,8 +152,9 @@ def test_tombstones_are_kept_until_delete_retention_ms_then_removed(open_log):
 def test_a_rewritten_batch_keeps_the_original_offsets_sequences_and_producer_metadata(open_log):
     log = open_log(COMPACT)
     records = [Record(i, 1_000, b"k%d" % (i % 2), b"v%d" % i) for i in range(4)]
-    log.append(bytearray(build_batch(records, base_offset=0, producer_id=7, producer_epoch=2,
-                                     base_sequence=10)), leader_epoch=3, now_ms=1_000)
+    log.append_as_leader(bytearray(build_batch(records, base_offset=0, producer_id=7,
+                                               producer_epoch=2, base_sequence=10)),
+                         leader_epoch=3, now_ms=1_000)
     produce(log, b"k0", b"newer")  # offset 4, supersedes 0 and 2
     for _ in range(3):
         produce(log, b"x", b"y")
@@ -230,7 +232,7 @@ def test_the_cleaner_checkpoints_where_it_stopped_and_a_restart_does_not_clean_a
     def cleaner() -> LogCleaner:
         return LogCleaner(logs=manager.compacted_logs, log_dirs=[log_dir],
                           clock=lambda: now[0], run_in_executor=run_in_executor,
-                          producer_last_offsets=lambda key: {}, use_process=use_process)
+                          use_process=use_process)
 
     records = [(i, b"k", b"v%d" % i) for i in range(10)]
     first = cleaner()
@@ -242,8 +244,9 @@ def test_the_cleaner_checkpoints_where_it_stopped_and_a_restart_does_not_clean_a
     assert consume(log) == compacted(records, end)
     assert not [p for p in log.directory.iterdir()
                 if p.name.endswith((CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX))]
-    assert read_offsets_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT) == {("orders", 0): end}
-    assert cleaner().first_dirty_offset(("orders", 0)) == end
+    assert read_offsets_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT) == {
+        TopicPartition("orders", 0): end}
+    assert cleaner().first_dirty_offset(TopicPartition("orders", 0)) == end
     assert asyncio.run(cleaner().clean_logs()) == 0  # nothing dirty since
     manager.close_all()
 
@@ -289,12 +292,6 @@ def stored_batches(log: PartitionLog):
     return batches
 
 
-def active_producers(log: PartitionLog, now_ms: int, expiration_ms: int = 86_400_000):
-    """The partition's producer state as the broker keeps it: rebuilt from the log."""
-    return ProducerStateManager.load(log, now_ms=now_ms,
-                                     producer_id_expiration_ms=expiration_ms).last_batch_offsets()
-
-
 def test_an_idempotent_producers_emptied_last_batch_stays_so_its_sequence_survives_a_reopen(
         open_log):
     log = open_log(COMPACT)
@@ -307,8 +304,7 @@ def test_an_idempotent_producers_emptied_last_batch_stays_so_its_sequence_surviv
     active_base = log.segments[-1].base_offset
     assert active_base > 7
 
-    assert clean(log, 0, now_ms=10_000,
-                 producer_last_offsets=active_producers(log, 10_000)).end_offset == active_base
+    assert clean(log, 0, now_ms=10_000).end_offset == active_base
 
     # The first batch went; the last one stays as a header: no records, its offsets,
     # producer and sequences.
@@ -326,9 +322,10 @@ def test_an_idempotent_producers_emptied_last_batch_stays_so_its_sequence_surviv
     # Reopened without a producer state snapshot, the state is rebuilt from the log alone,
     # and the producer's next batch follows its last sequence.
     log.close()
+    for snapshot in log.directory.glob("*.snapshot"):
+        snapshot.unlink()
     reopened = open_log(COMPACT, now_ms=10_000)
-    state = ProducerStateManager.load(reopened, now_ms=10_000,
-                                      producer_id_expiration_ms=86_400_000)
+    state = reopened.producer_state
     entry = state.entry(PRODUCER_ID)
     assert entry is not None and (entry.producer_epoch, entry.last_seq) == (PRODUCER_EPOCH, 3)
     next_batch = RecordBatch(build_batch([Record(0, 11_000, b"e", b"v")], base_offset=0,
@@ -347,13 +344,12 @@ def test_the_empty_batch_goes_once_the_producer_wrote_a_later_batch(open_log):
     produce_idempotent(log, [b"a"], base_sequence=0)
     produce(log, b"a", b"overwritten")
     produce(log, b"filler", b"f")
-    first = clean(log, 0, now_ms=10_000, producer_last_offsets=active_producers(log, 10_000))
+    first = clean(log, 0, now_ms=10_000)
     assert [b.records_count for b in stored_batches(log) if b.has_producer_id] == [0]
     produce_idempotent(log, [b"b"], base_sequence=1)  # the producer's new last batch
     for i in range(3):
         produce(log, b"filler", b"%d" % i)
-    clean(log, first.end_offset, now_ms=10_000,
-          producer_last_offsets=active_producers(log, 10_000))
+    clean(log, first.end_offset, now_ms=10_000)
     producer_batches = [b for b in stored_batches(log) if b.has_producer_id]
     assert [(b.base_sequence, b.records_count) for b in producer_batches] == [(1, 1)]
 
@@ -364,21 +360,36 @@ def test_an_expired_producers_emptied_last_batch_is_removed(open_log):
     produce(log, b"a", b"overwritten")
     produce(log, b"filler", b"f")
     # producer.id.expiration.ms after the batch's max timestamp, the producer is forgotten.
-    clean(log, 0, now_ms=6_000,
-          producer_last_offsets=active_producers(log, 6_000, expiration_ms=5_000))
+    log.producer_state.remove_expired_producers(6_000, producer_id_expiration_ms=5_000)
+    clean(log, 0, now_ms=6_000)
     assert [b for b in stored_batches(log) if b.has_producer_id] == []
     assert [(k, v) for _, k, v in consume(log)] == [(b"a", b"overwritten"), (b"filler", b"f")]
 
 
 def test_transactional_batches_are_copied_untouched(open_log):
     log = open_log(COMPACT)
-    produce_records(log, [(b"a", b"v")], producer_id=9, producer_epoch=0, base_sequence=0,
-                    is_transactional=True)
+    # Only a leader elsewhere can have written one: it arrives replicated.
+    log.append_as_follower(bytearray(build_batch(
+        [Record(0, 1_000, b"a", b"v")], base_offset=0, producer_id=9, producer_epoch=0,
+        base_sequence=0, is_transactional=True)), now_ms=1_000)
     transactional = bytes(stored_batches(log)[0].buffer)
     produce(log, b"a", b"overwritten")
     produce(log, b"filler", b"f")
     clean(log, 0, now_ms=10_000)
     assert bytes(stored_batches(log)[0].buffer) == transactional
+
+
+def test_a_cleaned_segment_keeps_the_aborted_transactions_of_those_it_replaces(open_log):
+    log = open_log(COMPACT)
+    for i in range(10):  # every key once: the segments are rewritten, none emptied
+        produce(log, b"k%d" % i, b"v%d" % i)
+    first, second = log.segments[:2]
+    first.txn_index.append(AbortedTxn(9, 0, 1, 0))
+    second.txn_index.append(AbortedTxn(9, 2, 3, 2))
+    assert clean(log, 0, now_ms=10_000) is not None
+    assert [txn for s in log.segments for txn in s.txn_index.entries] == [
+        AbortedTxn(9, 0, 1, 0), AbortedTxn(9, 2, 3, 2)]
+    assert not list(log.directory.glob(f"*{SWAP_FILE_SUFFIX}"))
 
 
 # -- the bounded offset map --------------------------------------------------------------
@@ -434,8 +445,7 @@ def test_a_log_whose_first_dirty_segment_overflows_the_offset_map_is_left_unclea
         return function(*args)
 
     cleaner = LogCleaner(logs=manager.compacted_logs, log_dirs=[log_dir], clock=lambda: 10_000,
-                         run_in_executor=run_in_executor, producer_last_offsets=lambda key: {},
-                         use_process=False,
+                         run_in_executor=run_in_executor, use_process=False,
                          config=CleanerConfig(dedupe_buffer_size=3 * 24))  # two keys
     try:
         assert asyncio.run(cleaner.clean_logs()) == 0

@@ -19,6 +19,8 @@ from odradek.log.checkpoint import (
     read_offsets_checkpoint,
     write_offsets_checkpoint,
 )
+from odradek.protocol.records import Record, build_batch
+from odradek.protocol.topic_partition import TopicPartition
 
 
 class Clock:
@@ -58,16 +60,16 @@ def manager(log_dirs, clock):
 
 def append(log, make_batch, count: int = 1) -> None:
     for _ in range(count):
-        log.append(make_batch([b"v" * 50]), leader_epoch=0, now_ms=0)
-    log.high_watermark = log.log_end_offset
+        log.append_as_leader(make_batch([b"v" * 50]), leader_epoch=0, now_ms=0)
+    log.update_high_watermark(log.log_end_offset)
 
 
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("orders-0", ("orders", 0)),
-        ("orders-eu-12", ("orders-eu", 12)),
-        ("metrics.cpu-v2-3", ("metrics.cpu-v2", 3)),
+        ("orders-0", TopicPartition("orders", 0)),
+        ("orders-eu-12", TopicPartition("orders-eu", 12)),
+        ("metrics.cpu-v2-3", TopicPartition("metrics.cpu-v2", 3)),
         ("orders-0.0a1b2c3d4e5f60718293a4b5c6d7e8f9-delete", None),
         ("orders", None),
         ("orders-x", None),
@@ -89,17 +91,22 @@ def test_load_all_opens_every_partition_directory_in_every_log_dir(log_dirs, mak
 
     manager = LogManager(log_dirs, clock=lambda: 0)
     logs = manager.load_all(config_for)
-    assert sorted(logs) == [("metrics.cpu", 7), ("orders-eu", 0), ("orders-eu", 1)]
+    assert sorted(logs) == [
+        TopicPartition("metrics.cpu", 7), TopicPartition("orders-eu", 0),
+        TopicPartition("orders-eu", 1),
+    ]
     assert all(log.log_end_offset == 1 for log in logs.values())
-    assert manager.get("orders-eu", 1) is logs[("orders-eu", 1)]
+    assert manager.get("orders-eu", 1) is logs[TopicPartition("orders-eu", 1)]
     manager.close_all()
 
 
 def test_new_partitions_go_to_the_log_dir_holding_the_fewest(manager, log_dirs):
     for partition in range(4):
         manager.get_or_create("orders", partition, LogConfig())
-    assert manager.partitions_in_dir(log_dirs[0]) == [("orders", 0), ("orders", 2)]
-    assert manager.partitions_in_dir(log_dirs[1]) == [("orders", 1), ("orders", 3)]
+    assert manager.partitions_in_dir(log_dirs[0]) == [
+        TopicPartition("orders", 0), TopicPartition("orders", 2)]
+    assert manager.partitions_in_dir(log_dirs[1]) == [
+        TopicPartition("orders", 1), TopicPartition("orders", 3)]
     assert (log_dirs[1] / "orders-3" / "00000000000000000000.log").exists()
 
 
@@ -110,7 +117,8 @@ def test_placement_counts_the_partitions_found_at_load(log_dirs):
     first.close_all()
     manager = started(log_dirs)
     manager.get_or_create("orders", 3, LogConfig())
-    assert manager.partitions_in_dir(log_dirs[1]) == [("orders", 1), ("orders", 3)]
+    assert manager.partitions_in_dir(log_dirs[1]) == [
+        TopicPartition("orders", 1), TopicPartition("orders", 3)]
     manager.close_all()
 
 
@@ -125,7 +133,7 @@ def test_dir_size_sums_the_partition_logs_in_the_dir(manager, log_dirs, make_bat
     for partition in range(3):  # 0 and 2 in the first dir, 1 in the second
         log = manager.get_or_create("orders", partition, LogConfig())
         if partition != 1:
-            log.append(bytearray(batch), leader_epoch=0, now_ms=0)
+            log.append_as_leader(bytearray(batch), leader_epoch=0, now_ms=0)
     assert manager.dir_size(log_dirs[0]) == 2 * len(batch)
     assert manager.dir_size(log_dirs[1]) == 0
 
@@ -163,19 +171,88 @@ def test_the_log_start_offset_survives_a_restart(log_dirs, make_batch):
     manager.close_all()
 
     restarted = LogManager(log_dirs, clock=lambda: 0)
-    assert restarted.load_all(config_for)[("orders", 0)].log_start_offset == 3
+    assert restarted.load_all(config_for)[TopicPartition("orders", 0)].log_start_offset == 3
     restarted.close_all()
 
 
 def test_checkpoint_files_use_kafkas_text_format(tmp_path):
     path = tmp_path / "log-start-offset-checkpoint"
-    write_offsets_checkpoint(path, {("orders", 0): 1200, ("orders.dlq", 3): 0})
+    entries = {TopicPartition("orders", 0): 1200, TopicPartition("orders.dlq", 3): 0}
+    write_offsets_checkpoint(path, entries)
     assert path.read_text() == "0\n2\norders 0 1200\norders.dlq 3 0\n"
-    assert read_offsets_checkpoint(path) == {("orders", 0): 1200, ("orders.dlq", 3): 0}
+    assert read_offsets_checkpoint(path) == entries
     assert read_offsets_checkpoint(tmp_path / "missing") == {}
     path.write_text("0\n3\norders 0 1200\n")
     with pytest.raises(CorruptCheckpointError):
         read_offsets_checkpoint(path)
+
+
+# -- high watermarks ------------------------------------------------------------------------
+
+def test_the_high_watermarks_survive_a_restart_in_replication_offset_checkpoint(
+    log_dirs, make_batch
+):
+    manager = started(log_dirs)
+    append(manager.get_or_create("orders", 0, LogConfig()), make_batch, 5)
+    manager.get("orders", 0).update_high_watermark(3)  # offsets 3 and 4 not yet replicated
+    append(manager.get_or_create("orders", 1, LogConfig()), make_batch, 2)
+    manager.close_all()
+    assert (log_dirs[0] / "replication-offset-checkpoint").read_text() == "0\n1\norders 0 3\n"
+
+    restarted = LogManager(log_dirs, clock=lambda: 0)
+    logs = restarted.load_all(config_for)
+    assert logs[TopicPartition("orders", 0)].high_watermark == 3
+    assert logs[TopicPartition("orders", 1)].high_watermark == 2
+    restarted.close_all()
+
+
+def test_a_log_without_a_checkpointed_high_watermark_opens_at_its_log_start_offset(
+    log_dirs, make_batch
+):
+    manager = started(log_dirs)
+    log = manager.get_or_create("orders", 0, LogConfig())
+    append(log, make_batch, 5)
+    log.delete_records_before(2)
+    manager.write_checkpoints(manager.checkpoint_snapshot())
+    manager.files.close_all()  # a crash before the first high watermark checkpoint
+
+    restarted = started(log_dirs)
+    assert restarted.get("orders", 0).high_watermark == 2
+    restarted.close_all()
+
+
+def test_high_watermark_checkpoints_are_taken_on_the_loop_and_written_elsewhere(
+    log_dirs, make_batch
+):
+    manager = started(log_dirs)
+    append(manager.get_or_create("orders", 0, LogConfig()), make_batch, 4)
+    snapshot = manager.high_watermark_checkpoint_snapshot()
+    append(manager.get("orders", 0), make_batch)  # after the snapshot: not in this write
+    assert manager.write_high_watermark_checkpoints(snapshot) == []
+    assert (log_dirs[0] / "replication-offset-checkpoint").read_text() == "0\n1\norders 0 4\n"
+    assert (log_dirs[1] / "replication-offset-checkpoint").read_text() == "0\n0\n"
+    manager.close_all()
+
+
+def test_logs_open_with_their_producers_idle_past_the_expiration_forgotten(
+    log_dirs, make_batch
+):
+    manager = started(log_dirs)
+    batch = bytearray(build_batch([Record(0, 1_000, b"k", b"v")], base_offset=0,
+                                  producer_id=7, producer_epoch=0, base_sequence=0))
+    manager.get_or_create("orders", 0, LogConfig()).append_as_leader(batch, leader_epoch=0,
+                                                                     now_ms=1_000)
+    manager.close_all()
+    expiration_ms = [10_000]
+    restarted = started(log_dirs, clock=lambda: 10_999,
+                        producer_id_expiration_ms=lambda: expiration_ms[0])
+    assert restarted.get("orders", 0).producer_state.entry(7) is not None
+    restarted.close_all()
+    expiration_ms[0] = 9_999
+    restarted = started(log_dirs, clock=lambda: 10_999,
+                        producer_id_expiration_ms=lambda: expiration_ms[0])
+    assert restarted.get("orders", 0).producer_state.entry(7) is None
+    restarted.close_all()
 
 
 # -- clean shutdown and recovery points ----------------------------------------------------
@@ -223,8 +300,8 @@ def test_after_a_clean_shutdown_nothing_is_recovered(log_dirs, make_batch, monke
     manager = LogManager(log_dirs, clock=lambda: 0)
     logs = manager.load_all(lambda topic: LogConfig(segment_bytes=300))
     assert recovered == []
-    assert logs[("orders", 0)].log_end_offset == 10
-    assert logs[("orders", 0)].recovery_point == 10
+    assert logs[TopicPartition("orders", 0)].log_end_offset == 10
+    assert logs[TopicPartition("orders", 0)].recovery_point == 10
     manager.close_all()
 
 
@@ -246,8 +323,8 @@ def test_after_a_crash_only_segments_at_or_above_the_recovery_point_are_recovere
     logs = manager.load_all(lambda topic: config)
     # Recovery point 5 lies in segment 4: it and everything after are recovered.
     assert recovered == [("orders-0", 4), ("orders-0", 6), ("orders-0", 8)]
-    assert logs[("orders", 0)].log_end_offset == 10
-    assert logs[("orders", 0)].recovery_point == 5
+    assert logs[TopicPartition("orders", 0)].log_end_offset == 10
+    assert logs[TopicPartition("orders", 0)].recovery_point == 5
     manager.close_all()
 
 
@@ -259,7 +336,8 @@ def test_a_failed_log_dir_takes_its_partitions_offline_and_the_other_dir_keeps_s
     healthy, failing, _, neighbour = (
         manager.get_or_create("orders", p, LogConfig(segment_bytes=300)) for p in range(4)
     )
-    assert manager.partitions_in_dir(log_dirs[1]) == [("orders", 1), ("orders", 3)]
+    assert manager.partitions_in_dir(log_dirs[1]) == [
+        TopicPartition("orders", 1), TopicPartition("orders", 3)]
     append(failing, make_batch, 2)  # the segment is full
     os.rename(log_dirs[1], log_dirs[1].with_name("data-b-pulled"))  # the disk is gone
 
@@ -273,7 +351,7 @@ def test_a_failed_log_dir_takes_its_partitions_offline_and_the_other_dir_keeps_s
     assert healthy.read(0, 10_000).records
     # New partitions go to the dirs still online.
     manager.get_or_create("orders", 4, LogConfig())
-    assert manager.partitions_in_dir(log_dirs[0])[-1] == ("orders", 4)
+    assert manager.partitions_in_dir(log_dirs[0])[-1] == TopicPartition("orders", 4)
 
 
 def test_a_flush_failing_on_another_thread_takes_the_dir_offline_on_the_owners(
@@ -301,7 +379,7 @@ def test_a_missing_log_dir_that_held_hosted_partitions_stays_offline(log_dirs, m
     manager.close_all()
     os.rename(log_dirs[1], log_dirs[1].with_name("data-b-pulled"))
 
-    manager = started(log_dirs, hosted=[("orders", 0), ("orders", 1)])
+    manager = started(log_dirs, hosted=[TopicPartition("orders", 0), TopicPartition("orders", 1)])
     assert manager.offline_dirs.keys() == {log_dirs[1]}
     assert not log_dirs[1].exists()  # not recreated empty
     assert manager.get("orders", 0).log_end_offset == 3
@@ -309,7 +387,7 @@ def test_a_missing_log_dir_that_held_hosted_partitions_stays_offline(log_dirs, m
     assert stranded.offline_reason is not None
     assert stranded.log_end_offset == -1
     with pytest.raises(KafkaStorageError):
-        stranded.append(make_batch(), leader_epoch=0, now_ms=0)
+        stranded.append_as_leader(make_batch(), leader_epoch=0, now_ms=0)
     assert not (log_dirs[0] / "orders-1").exists()  # nor recreated empty elsewhere
     manager.close_all()
     assert not (log_dirs[1] / ".kafka_cleanshutdown").exists()
@@ -328,7 +406,7 @@ def test_a_log_dir_that_is_not_a_directory_is_offline_at_startup(log_dirs, make_
     manager = started(log_dirs)
     assert manager.offline_dirs.keys() == {log_dirs[1]}
     append(manager.get_or_create("orders", 0, LogConfig()), make_batch)
-    assert manager.partitions_in_dir(log_dirs[0]) == [("orders", 0)]
+    assert manager.partitions_in_dir(log_dirs[0]) == [TopicPartition("orders", 0)]
     manager.close_all()
 
 

@@ -28,8 +28,8 @@ def offsets_of(records: bytes) -> list[tuple[int, int]]:
 def append_batches(log: PartitionLog, make_batch, count: int, *, records: int = 1,
                    value: bytes = b"v" * 50, now_ms: int = 0) -> None:
     for _ in range(count):
-        log.append(make_batch([value] * records), leader_epoch=0, now_ms=now_ms)
-    log.high_watermark = log.log_end_offset
+        log.append_as_leader(make_batch([value] * records), leader_epoch=0, now_ms=now_ms)
+    log.update_high_watermark(log.log_end_offset)
 
 
 # -- opening -------------------------------------------------------------------------------
@@ -46,7 +46,7 @@ def test_an_empty_directory_opens_as_one_empty_segment_at_offset_zero(open_log, 
 def test_an_empty_directory_can_start_at_a_given_log_start_offset(open_log, make_batch):
     log = open_log(log_start_offset=500)
     assert (log.log_start_offset, log.log_end_offset) == (500, 500)
-    assert log.append(make_batch(), leader_epoch=0, now_ms=0).first_offset == 500
+    assert log.append_as_leader(make_batch(), leader_epoch=0, now_ms=0).first_offset == 500
 
 
 def test_reopening_keeps_every_offset_and_byte(open_log, make_batch):
@@ -64,8 +64,8 @@ def test_reopening_keeps_every_offset_and_byte(open_log, make_batch):
 
 def test_append_assigns_consecutive_offsets_and_stamps_the_leader_epoch(open_log, make_batch):
     log = open_log()
-    first = log.append(make_batch([b"a", b"b", b"c"]), leader_epoch=7, now_ms=0)
-    second = log.append(make_batch([b"d"]), leader_epoch=8, now_ms=0)
+    first = log.append_as_leader(make_batch([b"a", b"b", b"c"]), leader_epoch=7, now_ms=0)
+    second = log.append_as_leader(make_batch([b"d"]), leader_epoch=8, now_ms=0)
     assert (first.first_offset, first.last_offset, first.records_count) == (0, 2, 3)
     assert (second.first_offset, second.last_offset) == (3, 3)
     assert log.log_end_offset == 4
@@ -77,7 +77,7 @@ def test_append_assigns_consecutive_offsets_and_stamps_the_leader_epoch(open_log
 def test_append_of_several_batches_at_once_numbers_them_in_order(open_log, make_batch):
     log = open_log()
     records = make_batch([b"a", b"b"]) + make_batch([b"c"]) + make_batch([b"d", b"e", b"f"])
-    info = log.append(records, leader_epoch=0, now_ms=0)
+    info = log.append_as_leader(records, leader_epoch=0, now_ms=0)
     assert (info.first_offset, info.last_offset, info.records_count) == (0, 5, 6)
     assert info.valid_bytes == len(records)
     assert offsets_of(log.read(0, 10_000).records) == [(0, 1), (2, 2), (3, 5)]
@@ -85,7 +85,8 @@ def test_append_of_several_batches_at_once_numbers_them_in_order(open_log, make_
 
 def test_create_time_keeps_the_producer_timestamps(open_log, make_batch):
     log = open_log()
-    info = log.append(make_batch([b"a", b"b"], timestamps=[10, 20]), leader_epoch=0, now_ms=99)
+    info = log.append_as_leader(make_batch([b"a", b"b"], timestamps=[10, 20]), leader_epoch=0,
+                                now_ms=99)
     assert info.log_append_time == -1
     assert (info.max_timestamp, info.offset_of_max_timestamp) == (20, 1)
     [stored] = iter_batches(log.read(0, 10_000).records)
@@ -94,7 +95,8 @@ def test_create_time_keeps_the_producer_timestamps(open_log, make_batch):
 
 def test_log_append_time_stamps_the_broker_time_and_keeps_the_crc_valid(open_log, make_batch):
     log = open_log(LogConfig(message_timestamp_type="LogAppendTime"))
-    info = log.append(make_batch([b"a", b"b"], timestamps=[10, 20]), leader_epoch=0, now_ms=5_000)
+    info = log.append_as_leader(make_batch([b"a", b"b"], timestamps=[10, 20]), leader_epoch=0,
+                                now_ms=5_000)
     assert (info.log_append_time, info.max_timestamp) == (5_000, 5_000)
     [stored] = iter_batches(log.read(0, 10_000).records)
     assert stored.timestamp_type is TimestampType.LOG_APPEND_TIME
@@ -106,30 +108,30 @@ def test_log_append_time_stamps_the_broker_time_and_keeps_the_crc_valid(open_log
 def test_records_larger_than_a_segment_are_refused(open_log, make_batch):
     log = open_log(LogConfig(segment_bytes=100))
     with pytest.raises(RecordBatchTooLargeError):
-        log.append(make_batch([b"x" * 200]), leader_epoch=0, now_ms=0)
+        log.append_as_leader(make_batch([b"x" * 200]), leader_epoch=0, now_ms=0)
     assert log.log_end_offset == 0
 
 
 def test_bytes_that_are_not_whole_batches_are_refused(open_log, make_batch):
     log = open_log()
     with pytest.raises(CorruptRecordError):
-        log.append(make_batch()[:-5], leader_epoch=0, now_ms=0)
+        log.append_as_leader(make_batch()[:-5], leader_epoch=0, now_ms=0)
     assert log.log_end_offset == 0 and log.size_in_bytes == 0
 
 
 def test_an_append_reaching_flush_messages_asks_for_a_flush(open_log, make_batch):
     log = open_log(LogConfig(flush_messages=2))
-    first = log.append(make_batch(), leader_epoch=0, now_ms=0)
-    second = log.append(make_batch(), leader_epoch=0, now_ms=0)
+    first = log.append_as_leader(make_batch(), leader_epoch=0, now_ms=0)
+    second = log.append_as_leader(make_batch(), leader_epoch=0, now_ms=0)
     assert (first.needs_flush, second.needs_flush) == (False, True)
     log.flush_to(second.last_offset + 1)
     assert log.recovery_point == 2
-    assert not log.append(make_batch(), leader_epoch=0, now_ms=0).needs_flush
+    assert not log.append_as_leader(make_batch(), leader_epoch=0, now_ms=0).needs_flush
 
 
 def test_appends_never_fsync_themselves(open_log, make_batch):
     log = open_log(LogConfig(flush_messages=1))
-    info = log.append(make_batch(), leader_epoch=0, now_ms=0)
+    info = log.append_as_leader(make_batch(), leader_epoch=0, now_ms=0)
     assert info.needs_flush
     assert log.recovery_point == 0  # flush_to is the caller's, off the event loop
 
@@ -268,9 +270,9 @@ def test_read_without_min_one_batch_never_skips_a_batch_too_large_for_max_bytes(
     open_log, make_batch
 ):
     log = open_log()
-    log.append(make_batch([b"v" * 500]), leader_epoch=0, now_ms=0)
+    log.append_as_leader(make_batch([b"v" * 500]), leader_epoch=0, now_ms=0)
     log.roll()
-    log.append(make_batch([b"v"]), leader_epoch=0, now_ms=0)
+    log.append_as_leader(make_batch([b"v"]), leader_epoch=0, now_ms=0)
     assert log.read(0, 100, min_one_batch=False).records == b""
 
 
@@ -302,7 +304,7 @@ def test_a_torn_half_batch_at_the_tail_is_cut_at_reopen(open_log, make_batch, ca
     assert reopened.log_end_offset == 3
     assert offsets_of(reopened.read(0, 10_000).records) == [(0, 0), (1, 1), (2, 2)]
     assert "cut 40 bytes" in caplog.text
-    assert reopened.append(make_batch(), leader_epoch=0, now_ms=0).first_offset == 3
+    assert reopened.append_as_leader(make_batch(), leader_epoch=0, now_ms=0).first_offset == 3
 
 
 def test_garbage_at_the_tail_is_cut_at_reopen(open_log, make_batch):
@@ -355,8 +357,9 @@ def test_an_offline_log_refuses_every_operation_and_keeps_its_offsets(open_log, 
     log = open_log()
     append_batches(log, make_batch, 2)
     log.take_offline("the disk failed")
-    for operation in (lambda: log.read(0, 100), lambda: log.append(make_batch(), leader_epoch=0,
-                      now_ms=0), lambda: log.offset_for_timestamp(0), log.roll,
+    for operation in (lambda: log.read(0, 100),
+                      lambda: log.append_as_leader(make_batch(), leader_epoch=0, now_ms=0),
+                      lambda: log.offset_for_timestamp(0), log.roll,
                       lambda: log.delete_records_before(1)):
         with pytest.raises(KafkaStorageError, match="the disk failed"):
             operation()
@@ -411,8 +414,9 @@ def test_an_index_pointing_past_its_log_is_rebuilt_at_reopen(open_log, make_batc
 def test_offset_for_timestamp_finds_the_exact_record_inside_a_batch(open_log, make_batch):
     log = open_log(LogConfig(segment_bytes=400))
     for start in range(0, 1_000, 100):  # ten batches of 4 records: t = start, +10, +20, +30
-        log.append(make_batch([b"v"] * 4, timestamps=[start, start + 10, start + 20, start + 30]),
-                   leader_epoch=0, now_ms=0)
+        log.append_as_leader(
+            make_batch([b"v"] * 4, timestamps=[start, start + 10, start + 20, start + 30]),
+            leader_epoch=0, now_ms=0)
     assert len(log.segments) > 1
     assert log.offset_for_timestamp(0) == OffsetAndTimestamp(0, 0)
     assert log.offset_for_timestamp(512) == OffsetAndTimestamp(22, 520)
@@ -424,8 +428,9 @@ def test_offset_for_timestamp_finds_the_exact_record_inside_a_batch(open_log, ma
 
 def test_offset_for_timestamp_with_timestamps_out_of_order(open_log, make_batch):
     log = open_log()
-    log.append(make_batch([b"a", b"b", b"c"], timestamps=[50, 10, 30]), leader_epoch=0, now_ms=0)
-    log.append(make_batch([b"d"], timestamps=[20]), leader_epoch=0, now_ms=0)
+    log.append_as_leader(make_batch([b"a", b"b", b"c"], timestamps=[50, 10, 30]), leader_epoch=0,
+                         now_ms=0)
+    log.append_as_leader(make_batch([b"d"], timestamps=[20]), leader_epoch=0, now_ms=0)
     assert log.offset_for_timestamp(15) == (0, 50)
     assert log.offset_for_timestamp(5) == (0, 50)
     assert log.offset_for_timestamp(51) is None
@@ -433,8 +438,9 @@ def test_offset_for_timestamp_with_timestamps_out_of_order(open_log, make_batch)
 
 def test_offset_for_timestamp_skips_records_below_the_log_start_offset(open_log, make_batch):
     log = open_log()
-    log.append(make_batch([b"a", b"b", b"c"], timestamps=[10, 20, 30]), leader_epoch=0, now_ms=0)
-    log.high_watermark = log.log_end_offset
+    log.append_as_leader(make_batch([b"a", b"b", b"c"], timestamps=[10, 20, 30]), leader_epoch=0,
+                         now_ms=0)
+    log.update_high_watermark(log.log_end_offset)
     log.delete_records_before(2)
     assert log.offset_for_timestamp(0) == (2, 30)
 
@@ -442,7 +448,7 @@ def test_offset_for_timestamp_skips_records_below_the_log_start_offset(open_log,
 def test_offset_for_timestamp_on_log_append_time_topics(open_log, make_batch):
     log = open_log(LogConfig(message_timestamp_type="LogAppendTime"))
     for now_ms in (1_000, 2_000, 3_000):
-        log.append(make_batch([b"a", b"b"], timestamp=1), leader_epoch=0, now_ms=now_ms)
+        log.append_as_leader(make_batch([b"a", b"b"], timestamp=1), leader_epoch=0, now_ms=now_ms)
     assert log.offset_for_timestamp(1_500) == (2, 2_000)
 
 
@@ -451,9 +457,10 @@ def test_max_timestamp_and_offset_is_the_first_record_with_the_largest_timestamp
 ):
     log = open_log(LogConfig(segment_bytes=200))
     assert log.max_timestamp_and_offset() is None
-    log.append(make_batch([b"a", b"b"], timestamps=[5, 90]), leader_epoch=0, now_ms=0)
-    log.append(make_batch([b"c", b"d", b"e"], timestamps=[7, 95, 95]), leader_epoch=0, now_ms=0)
-    log.append(make_batch([b"f"], timestamps=[60]), leader_epoch=0, now_ms=0)
+    log.append_as_leader(make_batch([b"a", b"b"], timestamps=[5, 90]), leader_epoch=0, now_ms=0)
+    log.append_as_leader(make_batch([b"c", b"d", b"e"], timestamps=[7, 95, 95]), leader_epoch=0,
+                         now_ms=0)
+    log.append_as_leader(make_batch([b"f"], timestamps=[60]), leader_epoch=0, now_ms=0)
     assert log.max_timestamp_and_offset() == (3, 95)
 
 
@@ -467,7 +474,7 @@ def test_truncate_to_drops_the_offset_and_everything_after(open_log, make_batch)
     assert (log.log_end_offset, log.high_watermark) == (4, 4)
     assert [s.base_offset for s in log.segments] == [0, 3]
     assert offsets_of(log.read(3, 10_000).records) == [(3, 3)]
-    assert log.append(make_batch(), leader_epoch=1, now_ms=0).first_offset == 4
+    assert log.append_as_leader(make_batch(), leader_epoch=1, now_ms=0).first_offset == 4
 
 
 def test_truncate_to_inside_a_batch_drops_the_whole_batch(open_log, make_batch):
@@ -508,7 +515,7 @@ def test_delete_records_before_moves_the_log_start_offset_and_drops_whole_segmen
 def test_delete_records_beyond_the_high_watermark_is_out_of_range(open_log, make_batch):
     log = open_log()
     append_batches(log, make_batch, 3)
-    log.high_watermark = 2
+    log.update_high_watermark(2)
     with pytest.raises(OffsetOutOfRangeError):
         log.delete_records_before(3)
 
@@ -517,8 +524,8 @@ def _log_of_three_segments(open_log, make_batch, **config):
     size = len(make_batch([b"v" * 50]))
     log = open_log(LogConfig(segment_bytes=2 * size, **config))
     for timestamp in (1_000, 1_000, 2_000, 2_000, 3_000):  # segments at 0, 2, 4
-        log.append(make_batch([b"v" * 50], timestamp=timestamp), leader_epoch=0, now_ms=0)
-    log.high_watermark = log.log_end_offset
+        log.append_as_leader(make_batch([b"v" * 50], timestamp=timestamp), leader_epoch=0, now_ms=0)
+    log.update_high_watermark(log.log_end_offset)
     return log, size
 
 
@@ -538,7 +545,7 @@ def test_retention_bytes_deletes_the_oldest_segments_beyond_the_limit(open_log, 
 
 def test_retention_never_deletes_records_above_the_high_watermark(open_log, make_batch):
     log, _ = _log_of_three_segments(open_log, make_batch, retention_ms=0)
-    log.high_watermark = 3
+    log.update_high_watermark(3)
     assert log.delete_old_segments(now_ms=10_000) == 1
 
 

@@ -2,7 +2,8 @@
 it answers as retries, which it refuses; snapshots, rebuilding from the log, expiration.
 
 Batches are built as an idempotent producer sends them and, where offsets matter, appended
-to a real `PartitionLog`, as the leader does.
+to a real `PartitionLog` as the leader does (`append_as_leader` checks them against the
+log's producer state).
 """
 
 from __future__ import annotations
@@ -48,20 +49,20 @@ def idempotent_batch(first_seq: int, count: int = 1, *, producer_id: int = PRODU
 
 
 class Leader:
-    """A log and its producer state, appended to as `Partition.append_records_to_leader`
-    does: check, append unless a retry, record."""
+    """A log appended to as the partition leader does: checked, appended unless a retry,
+    recorded in the log's producer state."""
 
     def __init__(self, log: PartitionLog) -> None:
         self.log = log
-        self.state = ProducerStateManager(log.directory)
+
+    @property
+    def state(self) -> ProducerStateManager:
+        return self.log.producer_state
 
     def append(self, batch: bytearray, now_ms: int = NOW_MS) -> tuple[int, int]:
-        """(first offset, last offset) of the batch in the log."""
-        duplicate = self.state.validate_append(RecordBatch(batch))
-        if duplicate is not None:
-            return duplicate.first_offset, duplicate.last_offset
-        info = self.log.append(batch, leader_epoch=0, now_ms=now_ms)
-        self.state.update(RecordBatch(batch))
+        """(first offset, last offset) of the batch in the log (the original's, for a
+        retry)."""
+        info = self.log.append_as_leader(batch, leader_epoch=0, now_ms=now_ms)
         return info.first_offset, info.last_offset
 
 
@@ -243,7 +244,7 @@ def test_the_state_is_loaded_from_the_snapshot_then_the_log_after_it(open_log, l
         leader.append(idempotent_batch(seq))
     expected = state_of(leader.state)
     # DeleteRecords hides the batches before the snapshot: only the snapshot knows them now.
-    log.high_watermark = log.log_end_offset
+    log.update_high_watermark(log.log_end_offset)
     log.delete_records_before(3)
 
     assert state_of(load(log)) == expected

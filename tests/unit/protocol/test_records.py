@@ -1,5 +1,6 @@
-"""Record batches: the header view, stamping, walking, produce validation, record codec, and
-interoperability with kafka-python's independent implementation of the v2 format."""
+"""Record batches: the header view, stamping, walking, the record codec, and interoperability
+with kafka-python's independent implementation of the v2 format. Produce validation is the
+log validator's (tests/unit/log/test_validator.py)."""
 
 import struct
 from types import SimpleNamespace
@@ -8,13 +9,12 @@ import cramjam
 import kafka.codec
 import kafka.record.default_records as kafka_default_records
 import pytest
-from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
-from kio.schema.errors import ErrorCode
 
+from batch_edits import patched, restamp_crc
 from odradek.protocol.records import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -23,17 +23,14 @@ from odradek.protocol.records import (
     InvalidRecordError,
     Record,
     RecordBatch,
-    RecordsError,
     TimestampType,
     build_batch,
     iter_batches,
     iter_valid_batches,
     valid_prefix_length,
-    validate_produce_records,
 )
 
 CODECS = list(CompressionType)
-MAX_MESSAGE_BYTES = 1_048_588  # Kafka's max.message.bytes default
 
 # -- strategies -------------------------------------------------------------------------------
 
@@ -55,18 +52,6 @@ def record_lists(draw, min_size=1, max_size=20):
 
 def simple_records(count=3, key=b"key"):
     return [Record(i, 1_700_000_000_000 + i, key, b"value-%d" % i) for i in range(count)]
-
-
-def restamp_crc(batch: bytearray) -> bytearray:
-    """Recompute the CRC after editing a CRC'd field, so a test reaches the check after it."""
-    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
-    return batch
-
-
-def patched(batch: bytes, fmt: str, offset: int, value: int, *, fix_crc=True) -> bytearray:
-    edited = bytearray(batch)
-    struct.pack_into(fmt, edited, offset, value)
-    return restamp_crc(edited) if fix_crc else edited
 
 
 # -- the header view ---------------------------------------------------------------------------
@@ -285,99 +270,6 @@ def test_undecodable_compressed_records_are_a_corrupt_message():
         RecordBatch(restamp_crc(batch)).records()
 
 
-# -- produce validation ------------------------------------------------------------------------------
-
-VALID = build_batch(simple_records(3))
-
-
-PRODUCE_REJECTIONS = {
-    # ProduceRequest.validateRecords: exactly one magic v2 batch.
-    "no records": (None, ErrorCode.invalid_record),
-    "empty records": (b"", ErrorCode.invalid_record),
-    "a truncated batch": (VALID[:-1], ErrorCode.invalid_record),
-    "less than a length field": (VALID[:10], ErrorCode.invalid_record),
-    "two batches": (VALID + VALID, ErrorCode.invalid_record),
-    "a legacy magic v1 batch": (patched(VALID, ">b", 16, 1, fix_crc=False),
-                                ErrorCode.invalid_record),
-    "an impossible magic": (patched(VALID, ">b", 16, 9, fix_crc=False),
-                            ErrorCode.corrupt_message),
-    "a length below any message": (patched(VALID, ">i", 8, 13, fix_crc=False),
-                                   ErrorCode.corrupt_message),
-    "trailing garbage": (VALID + b"\x00" * 5, ErrorCode.corrupt_message),
-    "a partial second batch": (VALID + VALID[:30], ErrorCode.corrupt_message),
-    # UnifiedLog.analyzeAndValidateRecords.
-    "a base offset set by the client": (patched(VALID, ">q", 0, 5, fix_crc=False),
-                                        ErrorCode.invalid_record),
-    "a bad crc": (patched(VALID, ">q", 27, 12345, fix_crc=False), ErrorCode.corrupt_message),
-    "an unknown codec": (patched(VALID, ">h", 21, 5), ErrorCode.corrupt_message),
-    # LogValidator.validateBatch.
-    "a count that disagrees with the offsets": (patched(VALID, ">i", 57, 2),
-                                                ErrorCode.invalid_record),
-    "a zero count": (patched(patched(VALID, ">i", 57, 0), ">i", 23, 0),
-                     ErrorCode.invalid_record),
-    "a negative last offset delta": (patched(VALID, ">i", 23, -5), ErrorCode.invalid_record),
-    "a control batch": (build_batch(simple_records(), is_control_batch=True),
-                        ErrorCode.invalid_record),
-    "a producer id without a sequence": (build_batch(simple_records(), producer_id=4,
-                                                     producer_epoch=0),
-                                         ErrorCode.invalid_record),
-}
-
-
-@pytest.mark.parametrize(("records", "error_code"), PRODUCE_REJECTIONS.values(),
-                         ids=PRODUCE_REJECTIONS.keys())
-def test_produce_validation_answers_with_kafkas_error_code(records, error_code):
-    with pytest.raises(RecordsError) as raised:
-        validate_produce_records(records, max_message_bytes=MAX_MESSAGE_BYTES)
-    assert raised.value.error_code is error_code
-
-
-def test_a_batch_over_max_message_bytes_is_message_too_large():
-    validate_produce_records(VALID, max_message_bytes=len(VALID))
-    with pytest.raises(RecordsError) as raised:
-        validate_produce_records(VALID, max_message_bytes=len(VALID) - 1)
-    assert raised.value.error_code is ErrorCode.message_too_large
-
-
-@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
-def test_a_compacted_topic_refuses_a_record_without_a_key(codec):
-    keyless = build_batch(simple_records(3)[:2] + [Record(2, 0, None, b"v")], compression=codec)
-    validate_produce_records(keyless, max_message_bytes=MAX_MESSAGE_BYTES)
-    with pytest.raises(RecordsError) as raised:
-        validate_produce_records(keyless, max_message_bytes=MAX_MESSAGE_BYTES, require_keys=True)
-    assert raised.value.error_code is ErrorCode.invalid_record
-    keyed = build_batch(simple_records(3), compression=codec)
-    validate_produce_records(keyed, max_message_bytes=MAX_MESSAGE_BYTES, require_keys=True)
-
-
-def test_the_produce_path_does_not_decode_records_unless_keys_are_required():
-    # A record body that no longer parses, under a CRC recomputed to match it.
-    garbled = bytearray(VALID)
-    garbled[RECORD_BATCH_OVERHEAD] = 0x7F
-    garbled = restamp_crc(garbled)
-    validate_produce_records(garbled, max_message_bytes=MAX_MESSAGE_BYTES)
-    with pytest.raises(InvalidRecordError):
-        validate_produce_records(garbled, max_message_bytes=MAX_MESSAGE_BYTES, require_keys=True)
-
-
-def test_undecodable_compressed_records_on_a_compacted_topic_are_a_corrupt_message():
-    batch = bytearray(build_batch(simple_records(), compression=CompressionType.LZ4))
-    batch[RECORD_BATCH_OVERHEAD + 4:] = b"\x01" * (len(batch) - RECORD_BATCH_OVERHEAD - 4)
-    with pytest.raises(RecordsError) as raised:
-        validate_produce_records(restamp_crc(batch), max_message_bytes=MAX_MESSAGE_BYTES,
-                                 require_keys=True)
-    assert raised.value.error_code is ErrorCode.corrupt_message
-
-
-def test_a_valid_idempotent_batch_is_returned_as_a_view_of_the_request_bytes():
-    records = build_batch(simple_records(4), producer_id=42, producer_epoch=3, base_sequence=8,
-                          is_transactional=True, compression=CompressionType.SNAPPY)
-    batch = validate_produce_records(memoryview(records), max_message_bytes=MAX_MESSAGE_BYTES)
-    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (42, 3, 8)
-    assert (batch.last_sequence, batch.records_count, batch.is_transactional) == (11, 4, True)
-    assert bytes(batch.buffer) == records
-
-
 # -- interoperability with kafka-python ------------------------------------------------------------
 
 
@@ -422,7 +314,8 @@ def test_we_read_batches_built_by_kafka_python(kafka_python_codecs, codec):
         builder.append(r.offset, timestamp=r.timestamp, key=r.key, value=r.value,
                        headers=list(r.headers))
     data = bytes(builder.build())
-    batch = validate_produce_records(data, max_message_bytes=MAX_MESSAGE_BYTES)
+    batch = RecordBatch(data)
+    assert batch.is_valid_crc() and batch.size_in_bytes == len(data)
     assert batch.compression_type is codec
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (77, 2, 100)
     assert batch.is_transactional and batch.records_count == len(records)

@@ -11,7 +11,7 @@ import pytest
 from odradek.log import LogConfig, LogManager
 from odradek.log.producer_state import OutOfOrderSequenceError, decode_snapshot, snapshot_path
 from odradek.protocol.records import NO_TIMESTAMP, Record, build_batch
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
 from odradek.replication.replica_manager import ReplicaManager
 
 PRODUCER_ID = 7

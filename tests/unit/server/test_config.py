@@ -249,6 +249,83 @@ def test_bad_listeners_are_rejected(props, message):
         BrokerConfig(props)
 
 
+TWO_LISTENERS = {
+    "listeners": "PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:0",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+}
+
+
+def test_each_listener_has_the_security_protocol_its_name_maps_to():
+    config = BrokerConfig(TWO_LISTENERS)
+    assert [e.name for e in config.listeners] == ["PLAINTEXT", "INTERNAL"]
+    assert config.listener_security_protocol_map == {"PLAINTEXT": "PLAINTEXT",
+                                                     "INTERNAL": "PLAINTEXT"}
+    assert config.advertised_listeners == config.listeners
+
+
+def test_the_inter_broker_listener_defaults_to_the_one_named_after_its_security_protocol():
+    assert BrokerConfig(TWO_LISTENERS).inter_broker_listener_name == "PLAINTEXT"
+
+
+def test_the_inter_broker_listener_can_be_named_in_any_case():
+    config = BrokerConfig(TWO_LISTENERS | {"inter.broker.listener.name": "internal"})
+    assert config.inter_broker_listener_name == "INTERNAL"
+
+
+def test_listeners_on_ephemeral_ports_may_share_port_zero():
+    config = BrokerConfig(TWO_LISTENERS | {"listeners": "PLAINTEXT://:0,INTERNAL://:0"})
+    assert [e.port for e in config.listeners] == [0, 0]
+
+
+def test_advertised_listeners_are_matched_to_listeners_by_name_and_may_share_a_port():
+    config = BrokerConfig(TWO_LISTENERS | {
+        "advertised.listeners": "internal://10.0.0.1:9092,PLAINTEXT://kafka.example:9092"})
+    assert config.advertised_listeners == (Endpoint("INTERNAL", "10.0.0.1", 9092),
+                                           Endpoint("PLAINTEXT", "kafka.example", 9092))
+
+
+def test_a_listener_mapped_to_ssl_is_a_valid_config():
+    """Refused only when the broker starts: see test_socket_server."""
+    config = BrokerConfig({"listeners": "SSL://:9093", "inter.broker.listener.name": "SSL"})
+    assert config.listener_security_protocol_map["SSL"] == "SSL"
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"listeners": "INTERNAL://:9093", "listener.security.protocol.map": "INTERNAL:PLAINTEXT"},
+         "inter.broker.listener.name must be a listener name defined in advertised.listeners. "
+         "The valid options based on currently configured listeners are INTERNAL"),
+        (TWO_LISTENERS | {"inter.broker.listener.name": "OTHER"},
+         "Listener with name OTHER defined in inter.broker.listener.name not found in "
+         "listener.security.protocol.map."),
+        (TWO_LISTENERS | {"inter.broker.listener.name": "INTERNAL",
+                          "security.inter.broker.protocol": "PLAINTEXT"},
+         "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."),
+        ({"inter.broker.listener.name": "SSL"},
+         "inter.broker.listener.name must be a listener name defined in advertised.listeners"),
+        ({"security.inter.broker.protocol": "SSL"},
+         "inter.broker.listener.name must be a listener name defined in advertised.listeners"),
+        ({"security.inter.broker.protocol": "TLS"},
+         "Invalid value TLS for configuration security.inter.broker.protocol: String must be "
+         "one of: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+        ({"listener.security.protocol.map": "PLAINTEXT:TLS"},
+         "Invalid security protocol `TLS` defined in listener.security.protocol.map"),
+        (TWO_LISTENERS | {"advertised.listeners": "PLAINTEXT://h:9092,EXTERNAL://h:9093",
+                          "listener.security.protocol.map":
+                              "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT"},
+         "advertised.listeners listener names must be equal to or a subset of the ones defined "
+         "in listeners. Found PLAINTEXT,EXTERNAL. The valid options based on the current "
+         "configuration are PLAINTEXT,INTERNAL"),
+        ({"listeners": ""}, "There must be at least one broker advertised listener."),
+    ],
+)  # fmt: skip
+def test_listener_configs_kafka_refuses_are_refused_with_its_message(props, message):
+    with pytest.raises(ConfigError) as refused:
+        BrokerConfig(props)
+    assert message in str(refused.value)
+
+
 # -- DescribeConfigs on the broker ---------------------------------------------------------
 
 

@@ -11,10 +11,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from odradek.protocol.api import ApiKey, request_class
-from odradek.protocol.framing import Request, encode_response
+from odradek.protocol.framing import encode_response
 from odradek.protocol.messages import build
 from odradek.server.config import ConfigSource
-from odradek.server.handlers import HANDLERS, RequestContext
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE = 0, 1
@@ -28,11 +27,9 @@ class Admin:
 
     def __call__(self, api_key: ApiKey, version: int, **body):
         request = build(request_class(api_key, version), **body)
-        ctx = RequestContext(self.embedded.broker, Request(api_key, version, 1, "test", request),
-                             connection=None)
 
         async def handle():
-            outcome = HANDLERS[api_key](ctx, request)
+            outcome = self.embedded.handle(api_key, version, request)
             return await outcome if inspect.isawaitable(outcome) else outcome
 
         response = self.embedded.call(handle())

@@ -6,8 +6,10 @@ storage in the :class:`~odradek.coordinator.group.metadata_manager.GroupMetadata
 
 A member commits with its generation and is fenced if it is stale; generation -1 without a
 member id is a simple commit (``assign()`` consumers, admin tools), which only a group
-without members takes. Timers advance in :meth:`GroupCoordinator.tick`, which the broker
-calls every ``GROUP_TICK_MS``. Sans-I/O and not thread-safe, as the rest of the package.
+without members takes. Commits and deletions are answered through a ``respond`` callback
+once their records are written to ``__consumer_offsets``, at once or later. Timers advance
+in :meth:`GroupCoordinator.tick`, which the broker calls every ``GROUP_TICK_MS``. Sans-I/O
+and not thread-safe, as the rest of the package.
 """
 
 from __future__ import annotations
@@ -32,10 +34,13 @@ from odradek.coordinator.group.membership import UNKNOWN_MEMBER_ID, GroupMembers
 from odradek.coordinator.group.metadata_manager import GroupMetadataManager
 from odradek.coordinator.group.offsets_topic import OffsetAndMetadata
 from odradek.coordinator.group.state import GroupState
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
 
 # How often the broker calls tick(): sessions and rebalance timeouts hold to within it.
 GROUP_TICK_MS = 100
+
+# OffsetDelete's answer: the group's error and each partition's.
+OffsetDeleteResult = tuple[ErrorCode, dict[TopicPartition, ErrorCode]]
 
 _S = GroupState
 
@@ -58,7 +63,22 @@ class GroupCoordinator:
     def shutdown(self) -> None:
         """Members waiting for a response are told to find the coordinator again."""
         self._active = False
-        for group in self.manager.unload_all():
+        self._send_away(self.manager.unload_all())
+
+    def on_elected(self, partition: int) -> None:
+        """This broker now leads ``__consumer_offsets-<partition>``: its groups are loaded
+        (Kafka's ``onElection``)."""
+        self.manager.load_partition(partition)
+
+    def on_resigned(self, partition: int) -> None:
+        """Another broker leads ``__consumer_offsets-<partition>`` now: its groups are
+        unloaded, and their waiting members told to find the new coordinator (Kafka's
+        ``onResignation``)."""
+        self._send_away(self.manager.unload_partition(partition))
+
+    @staticmethod
+    def _send_away(groups: list[Group]) -> None:
+        for group in groups:
             for member in group.members.values():
                 member.respond_join(JoinGroupResult(ErrorCode.not_coordinator, member.member_id))
                 member.respond_sync(SyncGroupResult(ErrorCode.not_coordinator))
@@ -116,10 +136,11 @@ class GroupCoordinator:
 
     def commit_offsets(self, *, group_id: str, generation_id: int, member_id: str,
                        group_instance_id: str | None,
-                       offsets: dict[TopicPartition, tuple[int, int, str | None]]
-                       ) -> dict[TopicPartition, ErrorCode]:
+                       offsets: dict[TopicPartition, tuple[int, int, str | None]],
+                       respond: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
         """``offsets``: (offset, leader epoch, metadata) per partition. Generation -1 with
-        no member is a simple commit, allowed while the group has no members."""
+        no member is a simple commit, allowed while the group has no members. ``respond``
+        gets each partition's error once the commit is written (at once if it is refused)."""
         error = self._status(group_id, allow_empty_id=True)
         group = self.manager.groups.get(group_id)
         if error is ErrorCode.none and group is None:
@@ -131,11 +152,12 @@ class GroupCoordinator:
         if error is ErrorCode.none:
             error = self._check_commit(group, generation_id, member_id, group_instance_id)
         if error is not ErrorCode.none:
-            return {tp: error for tp in offsets}
+            respond({tp: error for tp in offsets})
+            return
         member = group.members.get(member_id)
         if member is not None and group.state in (_S.STABLE, _S.PREPARING_REBALANCE):
             member.heartbeat_deadline_ms = self._clock() + member.session_timeout_ms
-        return self.manager.store_offsets(group, offsets)
+        self.manager.store_offsets(group, offsets, respond)
 
     def _check_commit(self, group: Group, generation_id: int, member_id: str,
                       group_instance_id: str | None) -> ErrorCode:
@@ -163,14 +185,17 @@ class GroupCoordinator:
             return error, {}
         return ErrorCode.none, self.manager.fetch_offsets(group_id, partitions)
 
-    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
-                       ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition],
+                       respond: Callable[[OffsetDeleteResult], None]) -> None:
+        """``respond`` gets (error, each partition's error) once the tombstones are
+        written."""
         error = self._status(group_id, allow_empty_id=False)
-        if error is not ErrorCode.none:
-            return error, {}
         group = self.manager.groups.get(group_id)
-        if group is None or group.is_(_S.DEAD):
-            return ErrorCode.group_id_not_found, {}
+        if error is ErrorCode.none and (group is None or group.is_(_S.DEAD)):
+            error = ErrorCode.group_id_not_found
+        if error is not ErrorCode.none:
+            respond((error, {}))
+            return
         if group.is_(_S.EMPTY):
             deletable, errors = partitions, {}
         elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
@@ -178,11 +203,10 @@ class GroupCoordinator:
             errors = {tp: ErrorCode.group_subscribed_to_topic for tp in partitions
                       if group.is_subscribed_to_topic(tp.topic)}
         else:
-            return ErrorCode.non_empty_group, {}
-        if deletable:
-            error = self.manager.remove_offsets(group, deletable)
-            errors |= {tp: error for tp in deletable}
-        return ErrorCode.none, errors
+            respond((ErrorCode.non_empty_group, {}))
+            return
+        self.manager.remove_offsets(group, deletable, lambda removal_error: respond(
+            (ErrorCode.none, errors | {tp: removal_error for tp in deletable})))
 
     def on_partitions_deleted(self, partitions: list[TopicPartition]) -> None:
         """A topic was deleted: its committed offsets go from every group here (Kafka's
@@ -201,7 +225,9 @@ class GroupCoordinator:
         group = self.manager.groups.get(group_id) if error is ErrorCode.none else None
         return error, group.describe() if group is not None else None
 
-    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+    def delete_groups(self, group_ids: list[str],
+                      respond: Callable[[dict[str, ErrorCode]], None]) -> None:
+        """``respond`` gets each group's error once the groups' tombstones are written."""
         results: dict[str, ErrorCode] = {}
         deletable = []
         for group_id in group_ids:
@@ -215,4 +241,4 @@ class GroupCoordinator:
                 else:
                     deletable.append(group)
             results[group_id] = error
-        return results | self.manager.remove_groups(deletable)
+        self.manager.remove_groups(deletable, lambda removed: respond(results | removed))

@@ -27,7 +27,7 @@ from odradek.coordinator.group.offsets_topic import (
     StoredMember,
 )
 from odradek.coordinator.group.state import GroupEvent, GroupState, next_state
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
 
 # The protocol type of Kafka consumers; their metadata says which topics they subscribe to.
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -207,6 +207,8 @@ class Group:
     rebalance: RebalanceTimer | None = None
     new_member_added: bool = False
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    # OffsetCommit writes appended but not completed yet (Kafka's ``pendingOffsetCommits``).
+    pending_offset_commits: int = 0
     # Topics the members subscribe to (consumer protocol only); None when unknown.
     subscribed_topics: frozenset[str] | None = None
 
@@ -216,6 +218,11 @@ class Group:
 
     def is_(self, state: GroupState) -> bool:
         return self.state is state
+
+    def has_offsets(self) -> bool:
+        """Kafka's ``hasOffsets``: a commit still being written counts, so that an Empty
+        group is not removed under it."""
+        return bool(self.offsets) or self.pending_offset_commits > 0
 
     # -- members -------------------------------------------------------------------------
 

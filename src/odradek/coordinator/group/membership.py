@@ -15,9 +15,11 @@ A rebalance, from a Stable group of three to its next generation::
     then handed to every member waiting in SyncGroup      -> Stable
 
 A request that must wait (JoinGroup during a rebalance, a follower's SyncGroup) passes a
-callback that is called exactly once, now or later. Sans-I/O: the time comes from
-``clock``, the randomness of member ids from ``new_uuid``, the storage from the
-:class:`GroupMetadataManager`. Not thread-safe: the broker's event loop owns it.
+callback that is called exactly once, now or later. Writes to ``__consumer_offsets``
+complete through callbacks too, at once or once the in-sync replicas have them; the group
+may have moved on meanwhile, so each such callback first checks that it has not. Sans-I/O:
+the time comes from ``clock``, the randomness of member ids from ``new_uuid``, the storage
+from the :class:`GroupMetadataManager`. Not thread-safe: the broker's event loop owns it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from odradek.coordinator.group.group import (
     JoinGroupResult,
     JoinRequest,
     Member,
+    Protocols,
     SyncCallback,
     SyncGroupResult,
     check_member,
@@ -184,32 +187,49 @@ class GroupMembership:
             if group.select_protocol() != group.protocol_name:
                 self._maybe_prepare_rebalance(group, now_ms)
                 return
-            error = self.manager.store_group(
-                group, {m.member_id: m.assignment for m in group.members.values()})
-            if error is not ErrorCode.none:
-                member.awaiting_join = None
-                member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = previous
-                group.replace_static_member(join.group_instance_id, new_member_id, old_member_id)
-                join.respond(JoinGroupResult(error, UNKNOWN_MEMBER_ID, group.generation_id,
-                                             group.protocol_type, group.protocol_name,
-                                             old_leader_id or ""))
-            elif join.supports_skip_assignment:
-                # The leader learns it leads (to watch metadata) but must not reassign: a
-                # Stable group would not hand a new assignment out.
-                is_leader = group.leader_id == new_member_id
-                member.respond_join(self._join_result(group, member, with_members=is_leader,
-                                                      skip_assignment=is_leader))
-            else:
-                # Before v9 the old leader id is returned, so no member believes it must
-                # assign again.
-                result = self._join_result(group, member, with_members=False)
-                member.respond_join(JoinGroupResult(
-                    result.error, result.member_id, result.generation_id, result.protocol_type,
-                    result.protocol_name, old_leader_id or ""))
+            generation_id = group.generation_id
+
+            def stored(error: ErrorCode) -> None:
+                # The group may have moved on while the write was pending (a rebalance, the
+                # member replaced again or gone): what moved it answered this JoinGroup.
+                if (group.is_(_S.STABLE) and group.generation_id == generation_id
+                        and group.members.get(new_member_id) is member):
+                    self._static_member_stored(group, join, member, old_member_id,
+                                               old_leader_id, previous, error)
+
+            self.manager.store_group(
+                group, {m.member_id: m.assignment for m in group.members.values()}, stored)
         elif group.is_(_S.COMPLETING_REBALANCE):
             # The leader may be assigning to the old member id: rebalance for the new one.
             self._prepare_rebalance(group, now_ms)
         # PreparingRebalance: the member waits for the join phase like everyone else.
+
+    def _static_member_stored(self, group: Group, join: JoinRequest, member: Member,
+                              old_member_id: str, old_leader_id: str | None,
+                              previous: tuple[Protocols, int, int], error: ErrorCode) -> None:
+        new_member_id = member.member_id
+        if error is not ErrorCode.none:
+            # Kafka reverts the replacement: the old member id is the one in the log.
+            member.awaiting_join = None
+            member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = previous
+            group.replace_static_member(join.group_instance_id, new_member_id, old_member_id)
+            member.heartbeat_deadline_ms = self._clock() + member.session_timeout_ms
+            join.respond(JoinGroupResult(error, UNKNOWN_MEMBER_ID, group.generation_id,
+                                         group.protocol_type, group.protocol_name,
+                                         old_leader_id or ""))
+        elif join.supports_skip_assignment:
+            # The leader learns it leads (to watch metadata) but must not reassign: a Stable
+            # group would not hand a new assignment out.
+            is_leader = group.leader_id == new_member_id
+            member.respond_join(self._join_result(group, member, with_members=is_leader,
+                                                  skip_assignment=is_leader))
+        else:
+            # Before v9 the old leader id is returned, so no member believes it must assign
+            # again.
+            result = self._join_result(group, member, with_members=False)
+            member.respond_join(JoinGroupResult(
+                result.error, result.member_id, result.generation_id, result.protocol_type,
+                result.protocol_name, old_leader_id or ""))
 
     def _join_result(self, group: Group, member: Member, *, with_members: bool | None = None,
                      skip_assignment: bool = False) -> JoinGroupResult:
@@ -251,7 +271,8 @@ class GroupMembership:
             group.protocol_name = None
             group.subscribed_topics = group.compute_subscribed_topics()
             group.transition(GroupEvent.ALL_MEMBERS_LEFT, now_ms)
-            self.manager.store_group(group, {})  # an error is logged; the next one retries
+            # Nobody waits for this write: a failure is logged, and the next one retries.
+            self.manager.store_group(group, {}, lambda _: None)
             return
         group.protocol_name = group.select_protocol()
         group.subscribed_topics = group.compute_subscribed_topics()
@@ -328,7 +349,20 @@ class GroupMembership:
         if group.leader_id != member_id:
             return
         assignment = {m: assignments.get(m, b"") for m in group.members}
-        error = self.manager.store_group(group, assignment)
+        generation_id = group.generation_id
+
+        def stored(error: ErrorCode) -> None:
+            # Kafka's check in doSyncGroup's callback: while the write was pending a member
+            # may have joined or left, and the rebalance that followed answered the waiting
+            # members; the write then changes nothing.
+            if group.is_(_S.COMPLETING_REBALANCE) and group.generation_id == generation_id:
+                self._assignment_stored(group, assignment, error)
+
+        self.manager.store_group(group, assignment, stored)
+
+    def _assignment_stored(self, group: Group, assignment: dict[str, bytes],
+                           error: ErrorCode) -> None:
+        now_ms = self._clock()
         if error is not ErrorCode.none:
             self._propagate_assignment_error(group, error, now_ms)
             self._maybe_prepare_rebalance(group, now_ms)

@@ -2,9 +2,11 @@
 ``__consumer_offsets`` (Kafka's class of the same name and duty).
 
 Every change that must survive a restart is written to the group's partition of
-``__consumer_offsets`` *before* the in-memory state changes, through an injected
-:class:`OffsetsStore` (the broker's is :class:`~odradek.coordinator.group.storage.
-ReplicaOffsetsStore`, over the replica manager's append; tests use a list). At startup each
+``__consumer_offsets`` through an injected :class:`OffsetsStore` (the broker's is
+:class:`~odradek.coordinator.group.storage.ReplicaOffsetsStore`, over the replica manager's
+append; tests use a list). An append completes through a callback, at once or later
+(acks=all waits for the in-sync replicas), and the in-memory state changes only in that
+callback, on success, as in Kafka's ``storeGroup`` and ``storeOffsets``. At startup each
 partition of the topic led here is replayed from its start: the last record of each key
 wins, and a tombstone deletes its offset or group. A group is owned here once its partition
 is loaded; a request for any other group gets NOT_COORDINATOR, so the client looks for the
@@ -21,6 +23,7 @@ Not thread-safe: the broker's event loop owns it.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
@@ -44,7 +47,7 @@ from odradek.coordinator.group.offsets_topic import (
     partition_for,
 )
 from odradek.coordinator.group.state import GroupEvent, GroupState
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +56,8 @@ KeyValue = tuple[bytes, bytes | None]
 MINUTE_MS = 60_000
 
 
-class StoreError(Exception):
-    """An append to ``__consumer_offsets`` failed, with the error code the log gave."""
-
-    def __init__(self, error_code: ErrorCode, message: str = "") -> None:
-        super().__init__(message or error_code.name)
-        self.error_code = error_code
+# Called once with an append's outcome: ErrorCode.none, or the error code the log gave.
+AppendCallback = Callable[[ErrorCode], None]
 
 
 class OffsetsStore(Protocol):
@@ -73,8 +72,12 @@ class OffsetsStore(Protocol):
     def read(self, partition: int) -> Iterable[KeyValue]:
         """Every record of the partition, in offset order."""
 
-    def append(self, partition: int, records: Sequence[KeyValue]) -> None:
-        """Appends the records as one batch, durably as acks=-1 would; raises StoreError."""
+    def append(self, partition: int, records: Sequence[KeyValue],
+               callback: AppendCallback) -> None:
+        """Appends the records as one batch, durably as acks=-1 would, and calls
+        ``callback`` with the outcome, during the call or later. The callbacks of one
+        partition's appends are called in the order of the appends (the high watermark
+        passes them in that order), which the in-memory state relies on."""
 
 
 # What a failed append means to the client (GroupMetadataManager.storeGroup/storeOffsets).
@@ -121,16 +124,32 @@ class GroupMetadataManager:
         return self.partition_for(group_id) in self._loaded
 
     def load(self) -> None:
-        """Loads the partitions led here that are not loaded yet (at startup, and once the
-        topic is created). Idempotent."""
+        """Loads the partitions led here that are not loaded yet (at startup). Idempotent."""
+        for partition in self._store.hosted_partitions():
+            self.load_partition(partition)
+
+    def load_partition(self, partition: int) -> None:
+        """Kafka's ``loadGroupsForPartition``: this broker became the partition's leader, so
+        it coordinates the partition's groups from now on. Idempotent."""
         count = self._store.partition_count()
-        if count is None:
+        if count is None or partition in self._loaded:
             return
         self._partition_count = count
-        for partition in self._store.hosted_partitions():
-            if partition not in self._loaded:
-                self._load_partition(partition)
-                self._loaded.add(partition)
+        self._load_partition(partition)
+        self._loaded.add(partition)
+
+    def unload_partition(self, partition: int) -> list[Group]:
+        """Kafka's ``removeGroupsForPartition``: the partition's leadership moved away; its
+        groups are forgotten here and returned so that waiting members can be told."""
+        if partition not in self._loaded:
+            return []
+        self._loaded.discard(partition)
+        groups = [group for group_id, group in self.groups.items()
+                  if self.partition_for(group_id) == partition]
+        for group in groups:
+            self._forget(group)
+        log.info("unloaded __consumer_offsets-%d (%d groups)", partition, len(groups))
+        return groups
 
     def _load_partition(self, partition: int) -> None:
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
@@ -164,37 +183,43 @@ class GroupMetadataManager:
 
     def unload_all(self) -> list[Group]:
         """Forgets every group (broker shutdown); returns them so waiting members can be told."""
-        groups = list(self.groups.values())
-        for group in groups:
-            group.transition(GroupEvent.GROUP_REMOVED, self._clock())
-        self.groups.clear()
-        self._loaded.clear()
+        groups = [group for partition in sorted(self._loaded)
+                  for group in self.unload_partition(partition)]
         self._partition_count = None
         return groups
 
     # -- writes ----------------------------------------------------------------------------
 
-    def _append(self, group_id: str, records: Sequence[KeyValue]) -> None:
+    def _append(self, group_id: str, records: Sequence[KeyValue],
+                callback: AppendCallback) -> None:
         partition = self.partition_for(group_id)
         if partition is None:
-            raise StoreError(ErrorCode.not_coordinator)
-        self._store.append(partition, records)
+            callback(ErrorCode.not_coordinator)
+        else:
+            self._store.append(partition, records, callback)
 
-    def store_group(self, group: Group, assignments: dict[str, bytes]) -> ErrorCode:
-        """Writes the group's membership with these assignments (GroupMetadataValue)."""
-        try:
-            self._append(group.group_id, [(group_metadata_key(group.group_id),
-                                           group_metadata_value(group.stored(assignments)))])
-        except StoreError as e:
-            log.warning("group %s: storing generation %d failed: %s",
-                        group.group_id, group.generation_id, e)
-            return group_store_error(e.error_code)
-        return ErrorCode.none
+    def store_group(self, group: Group, assignments: dict[str, bytes],
+                    callback: AppendCallback) -> None:
+        """Writes the group's membership with these assignments (GroupMetadataValue);
+        ``callback`` gets ErrorCode.none or the error the members are to see."""
+        generation_id = group.generation_id
+
+        def stored(error: ErrorCode) -> None:
+            if error is not ErrorCode.none:
+                log.warning("group %s: storing generation %d failed: %s",
+                            group.group_id, generation_id, error.name)
+            callback(group_store_error(error))
+
+        self._append(group.group_id, [(group_metadata_key(group.group_id),
+                                       group_metadata_value(group.stored(assignments)))],
+                     stored)
 
     def store_offsets(self, group: Group,
-                      offsets: dict[TopicPartition, tuple[int, int, str | None]]
-                      ) -> dict[TopicPartition, ErrorCode]:
-        """Commits (offset, leader epoch, metadata) per partition, all in one batch."""
+                      offsets: dict[TopicPartition, tuple[int, int, str | None]],
+                      callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+        """Commits (offset, leader epoch, metadata) per partition, all in one batch;
+        ``callback`` gets each partition's error. The offsets reach memory, and OffsetFetch,
+        once written (Kafka's ``putCacheCallback``)."""
         now_ms = self._clock()
         max_metadata = self._config("offset.metadata.max.bytes")
         errors: dict[TopicPartition, ErrorCode] = {}
@@ -204,15 +229,20 @@ class GroupMetadataManager:
                 errors[tp] = ErrorCode.offset_metadata_too_large
             else:
                 valid[tp] = OffsetAndMetadata(offset, leader_epoch, metadata or "", now_ms)
-        if valid:
-            try:
-                self._append(group.group_id, [(offset_commit_key(group.group_id, tp),
-                                               offset_commit_value(o)) for tp, o in valid.items()])
-            except StoreError as e:
-                error = offset_store_error(e.error_code)
-                return errors | {tp: error for tp in valid}
-            group.offsets.update(valid)
-        return errors | {tp: ErrorCode.none for tp in valid}
+        if not valid:
+            callback(errors)
+            return
+        group.pending_offset_commits += 1
+
+        def stored(error: ErrorCode) -> None:
+            group.pending_offset_commits -= 1
+            if error is ErrorCode.none:
+                group.offsets.update(valid)
+            callback(errors | {tp: offset_store_error(error) for tp in valid})
+
+        self._append(group.group_id, [(offset_commit_key(group.group_id, tp),
+                                       offset_commit_value(o)) for tp, o in valid.items()],
+                     stored)
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
                       ) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -223,39 +253,63 @@ class GroupMetadataManager:
             return dict(offsets)
         return {tp: offsets.get(tp) for tp in partitions}
 
-    def remove_groups(self, groups: list[Group]) -> dict[str, ErrorCode]:
-        """Deletes groups with their offsets: tombstones, then gone from memory."""
-        results = {}
+    def remove_groups(self, groups: list[Group],
+                      callback: Callable[[dict[str, ErrorCode]], None]) -> None:
+        """Deletes groups with their offsets: tombstones, then gone from memory. ``callback``
+        gets each group's error once every group's tombstones are written."""
+        if not groups:
+            callback({})
+            return
+        results: dict[str, ErrorCode] = {}
+        remaining = len(groups)
+
+        def removed(group: Group, error: ErrorCode) -> None:
+            nonlocal remaining
+            results[group.group_id] = group_store_error(error)
+            remaining -= 1
+            if remaining == 0:
+                callback(results)
+
         for group in groups:
-            error = self._write_tombstones(group, list(group.offsets), remove_group=True)
-            results[group.group_id] = group_store_error(error) if error else ErrorCode.none
-            if not error:
-                self._forget(group)
-        return results
+            self._remove(group, list(group.offsets), remove_group=True,
+                         callback=functools.partial(removed, group))
 
-    def remove_offsets(self, group: Group, partitions: list[TopicPartition]) -> ErrorCode:
-        error = self._write_tombstones(group, partitions, remove_group=False)
-        if error:
-            return offset_store_error(error)
-        for tp in partitions:
-            group.offsets.pop(tp, None)
-        return ErrorCode.none
+    def remove_offsets(self, group: Group, partitions: list[TopicPartition],
+                       callback: AppendCallback) -> None:
+        """OffsetDelete: tombstones, then gone from memory; ``callback`` gets the error the
+        client is to see."""
+        self._remove(group, partitions, remove_group=False,
+                     callback=lambda error: callback(offset_store_error(error)))
 
-    def _write_tombstones(self, group: Group, partitions: list[TopicPartition], *,
-                          remove_group: bool) -> ErrorCode | None:
-        records = [(offset_commit_key(group.group_id, tp), None) for tp in partitions]
+    def _remove(self, group: Group, partitions: list[TopicPartition], *, remove_group: bool,
+                callback: AppendCallback) -> None:
+        """Writes tombstones for the group's offsets of ``partitions``, and for the group's
+        record if ``remove_group``. Once they are written the offsets leave memory, and the
+        group too if it is still Empty without offsets: a member may have joined, or a
+        commit been appended after the tombstones, while they were written (Kafka keeps a
+        group with pending commits the same way)."""
+        records: list[KeyValue] = [(offset_commit_key(group.group_id, tp), None)
+                                   for tp in partitions]
         # A group that never had a generation only committed offsets: it has no group record
         # to delete (Kafka skips the tombstone for generation 0 too).
         if remove_group and group.generation_id > 0:
             records.append((group_metadata_key(group.group_id), None))
-        if not records:
-            return None
-        try:
-            self._append(group.group_id, records)
-        except StoreError as e:
-            log.warning("group %s: writing tombstones failed: %s", group.group_id, e)
-            return e.error_code
-        return None
+
+        def written(error: ErrorCode) -> None:
+            if error is not ErrorCode.none:
+                log.warning("group %s: writing tombstones failed: %s", group.group_id,
+                            error.name)
+            else:
+                for tp in partitions:
+                    group.offsets.pop(tp, None)
+                if remove_group and group.is_(GroupState.EMPTY) and not group.has_offsets():
+                    self._forget(group)
+            callback(error)
+
+        if records:
+            self._append(group.group_id, records, written)
+        else:
+            written(ErrorCode.none)
 
     def _forget(self, group: Group) -> None:
         group.transition(GroupEvent.GROUP_REMOVED, self._clock())
@@ -272,27 +326,26 @@ class GroupMetadataManager:
     def remove_offsets_of_deleted_partitions(self, partitions: Iterable[TopicPartition]) -> int:
         """Kafka's ``onPartitionsDeleted``: every group forgets its offsets of a deleted
         topic's partitions, so a topic created again under the same name starts without
-        them. Returns how many were removed."""
+        them. Returns how many were found."""
         deleted = frozenset(partitions)
         return self._cleanup(lambda group: [tp for tp in group.offsets if tp in deleted])
 
     def _cleanup(self, select: Callable[[Group], list[TopicPartition]]) -> int:
         """Kafka's ``cleanupGroupMetadata``: the offsets ``select`` picks in each group, then
-        Empty groups left with none. A group whose tombstones cannot be written keeps those
-        offsets, in memory as in the log, until a later retention check removes them."""
+        Empty groups left with none. They leave memory once their tombstones are written; a
+        group whose tombstones cannot be written keeps those offsets, in memory as in the
+        log, until a later retention check removes them. Returns how many offsets were
+        submitted for removal."""
         removed_count = 0
         for group in list(self.groups.values()):
             removed = select(group)
-            remove_group = group.is_(GroupState.EMPTY) and not (group.offsets.keys() - removed)
+            remove_group = (group.is_(GroupState.EMPTY) and not group.pending_offset_commits
+                            and not (group.offsets.keys() - removed))
             if not removed and not remove_group:
                 continue
-            if self._write_tombstones(group, removed, remove_group=remove_group) is not None:
-                continue
-            for tp in removed:
-                del group.offsets[tp]
+            # A failure is logged; the next check writes the tombstones again.
+            self._remove(group, removed, remove_group=remove_group, callback=lambda _: None)
             removed_count += len(removed)
-            if remove_group:
-                self._forget(group)
         return removed_count
 
 

@@ -63,7 +63,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

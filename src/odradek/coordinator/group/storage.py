@@ -3,8 +3,9 @@
 
 Appends go through ``ReplicaManager.append``, the path of a produced batch, so the records
 are in the log (and, in a cluster, will be on the in-sync replicas) before the coordinator
-answers: an acknowledged commit is as durable as an acks=all record. Reads replay a
-partition from its log start offset to its high watermark, batch by batch.
+answers: an acknowledged commit is as durable as an acks=all record. The append's callback
+is called with its outcome. Reads replay a partition from its log start offset to its high
+watermark, batch by batch.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from collections.abc import Callable, Iterator, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from odradek.coordinator.group.metadata_manager import KeyValue, StoreError
+from odradek.coordinator.group.metadata_manager import AppendCallback, KeyValue
 from odradek.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from odradek.log import LogError
 from odradek.metadata.model import TopicMetadata
 from odradek.protocol.records import Record, RecordsError, build_batch, iter_batches
-from odradek.replication.partition import Partition, TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
+from odradek.replication.partition import Partition
 from odradek.replication.replica_manager import ReplicaManager
 
 # Bytes read at a time while loading a partition (whole batches; a larger one is read whole).
@@ -61,16 +63,21 @@ class ReplicaOffsetsStore:
                         yield record.key, record.value
             offset = batches[-1].next_offset
 
-    def append(self, partition: int, records: Sequence[KeyValue]) -> None:
+    def append(self, partition: int, records: Sequence[KeyValue],
+               callback: AppendCallback) -> None:
         replica = self._partition(partition)
         if replica is None:
-            raise StoreError(ErrorCode.unknown_topic_or_partition)
+            callback(ErrorCode.unknown_topic_or_partition)
+            return
         now_ms = self._replica_manager.clock()
         batch = build_batch([Record(i, now_ms, key, value)
                              for i, (key, value) in enumerate(records)])
         try:
             self._replica_manager.append(replica, bytearray(batch))
         except (LogError, RecordsError) as e:
-            raise StoreError(e.error_code, str(e)) from e
-        except OSError as e:
-            raise StoreError(ErrorCode.kafka_storage_error, str(e)) from e
+            error = e.error_code
+        except OSError:
+            error = ErrorCode.kafka_storage_error
+        else:
+            error = ErrorCode.none
+        callback(error)

@@ -7,7 +7,11 @@ for IncrementalAlterConfigs. Checks and error codes are those of
 
 from __future__ import annotations
 
+import functools
+
+from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
+from odradek.server.config import BrokerConfig
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.config_resources import (
     alter_each,
@@ -18,13 +22,16 @@ from odradek.server.handlers.config_resources import (
 
 
 @handles(ApiKey.ALTER_CONFIGS)
-async def handle_alter_configs(ctx: RequestContext, request) -> object:
-    return await alter_each(ctx, request, _alter)
+async def handle_alter_configs(ctx: RequestContext, request, metadata: MetadataStore,
+                               config: BrokerConfig) -> object:
+    return await alter_each(ctx, request, functools.partial(_alter, metadata, config))
 
 
-async def _alter(ctx: RequestContext, resource, repeated, validate_only: bool) -> None:
+async def _alter(store: MetadataStore, config: BrokerConfig, resource, repeated,
+                 validate_only: bool) -> None:
     check_once(resource, repeated)
     check_entries([c.name for c in resource.configs],
                   [c.name for c in resource.configs if c.value is None])
     overrides = {c.name: c.value for c in resource.configs}
-    await alter_resource(ctx, resource, lambda _current: dict(overrides), validate_only)
+    await alter_resource(store, config, resource, lambda _current: dict(overrides),
+                         validate_only)

@@ -22,10 +22,9 @@ def unsupported_version_response():
         response_class(ApiKey.API_VERSIONS, 0),
         error_code=ErrorCode.unsupported_version,
         api_keys=_api_keys(),
-        throttle_time=0,
     )
 
 
 @handles(ApiKey.API_VERSIONS)
 def handle_api_versions(ctx: RequestContext, request) -> object:
-    return ctx.respond(error_code=ErrorCode.none, api_keys=_api_keys(), throttle_time=0)
+    return ctx.respond(error_code=ErrorCode.none, api_keys=_api_keys())

@@ -23,7 +23,13 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from kio.schema.errors import ErrorCode
 
-from odradek.server.config import TOPIC_CONFIGS, ConfigError, validate_topic_overrides
+from odradek.metadata.store import MetadataStore
+from odradek.server.config import (
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    validate_topic_overrides,
+)
 from odradek.server.handlers import RequestContext
 from odradek.server.handlers.api_error import ApiError
 
@@ -85,11 +91,10 @@ def broker_id(name: str, label: str) -> int:
     return int(name)
 
 
-async def alter_topic(ctx: RequestContext, name: str, alteration: Alteration,
-                      validate_only: bool) -> None:
+async def alter_topic(store: MetadataStore, config: BrokerConfig, name: str,
+                      alteration: Alteration, validate_only: bool) -> None:
     if not name:
         raise ApiError(ErrorCode.invalid_request, "Default topic resources are not allowed.")
-    store = ctx.broker.metadata
     topic = store.topic(name)
     try:
         overrides = alteration(topic.configs if topic else {})
@@ -101,7 +106,7 @@ async def alter_topic(ctx: RequestContext, name: str, alteration: Alteration,
     if unknown:
         raise ApiError(ErrorCode.invalid_config, f"Unknown topic config name: {unknown[0]}")
     try:
-        validate_topic_overrides(overrides, ctx.broker.config)
+        validate_topic_overrides(overrides, config)
     except ConfigError as exc:
         raise ApiError(ErrorCode.invalid_config,
                        f"Invalid config value for resource ConfigResource(type=TOPIC, "
@@ -110,34 +115,33 @@ async def alter_topic(ctx: RequestContext, name: str, alteration: Alteration,
         await store.set_topic_configs(name, overrides)
 
 
-async def alter_broker(ctx: RequestContext, name: str, alteration: Alteration,
-                       validate_only: bool) -> None:
+async def alter_broker(store: MetadataStore, config: BrokerConfig, name: str,
+                       alteration: Alteration, validate_only: bool) -> None:
     """Resource "<node id>": this broker's dynamic configs; "": every broker's defaults."""
-    broker = ctx.broker
     per_broker = bool(name)
-    if per_broker and broker_id(name, "Node") != broker.node_id:
+    if per_broker and broker_id(name, "Node") != config.node_id:
         raise ApiError(ErrorCode.invalid_request,
-                       f"Unexpected broker id, expected {broker.node_id}, but received {name}")
+                       f"Unexpected broker id, expected {config.node_id}, but received {name}")
     try:
-        overrides = alteration(broker.config.dynamic_configs(per_broker=per_broker))
+        overrides = alteration(config.dynamic_configs(per_broker=per_broker))
     except ConfigError as exc:
         raise ApiError(ErrorCode.invalid_config, str(exc)) from None
     try:
-        broker.config.validate_dynamic(overrides, per_broker=per_broker)
+        config.validate_dynamic(overrides, per_broker=per_broker)
     except ConfigError as exc:
         raise ApiError(ErrorCode.invalid_request, str(exc)) from None
     if not validate_only:
-        await broker.metadata.set_broker_configs(overrides, cluster_default=not per_broker)
+        await store.set_broker_configs(overrides, cluster_default=not per_broker)
 
 
-async def alter_resource(ctx: RequestContext, resource, alteration: Alteration,
-                         validate_only: bool) -> None:
+async def alter_resource(store: MetadataStore, config: BrokerConfig, resource,
+                         alteration: Alteration, validate_only: bool) -> None:
     """Applies ``alteration`` to a topic or broker resource, or raises its ApiError."""
     match ResourceType.of(resource.resource_type):
         case ResourceType.TOPIC:
-            await alter_topic(ctx, resource.resource_name, alteration, validate_only)
+            await alter_topic(store, config, resource.resource_name, alteration, validate_only)
         case ResourceType.BROKER:
-            await alter_broker(ctx, resource.resource_name, alteration, validate_only)
+            await alter_broker(store, config, resource.resource_name, alteration, validate_only)
         case _:
             raise ApiError(ErrorCode.invalid_request,
                            f"Unknown resource type {resource.resource_type}")
@@ -145,14 +149,14 @@ async def alter_resource(ctx: RequestContext, resource, alteration: Alteration,
 
 async def alter_each(ctx: RequestContext, request,
                      alter: Callable[..., Awaitable[None]]) -> object:
-    """AlterConfigs and IncrementalAlterConfigs alike: ``alter(ctx, resource, repeated,
+    """AlterConfigs and IncrementalAlterConfigs alike: ``alter(resource, repeated,
     validate_only)`` each resource in turn, and answer for each."""
     repeated = repeated_resources(request.resources)
     responses = [
-        await answer(resource, alter(ctx, resource, repeated, request.validate_only))
+        await answer(resource, alter(resource, repeated, request.validate_only))
         for resource in request.resources
     ]
-    return ctx.respond(throttle_time=0, responses=responses)
+    return ctx.respond(responses=responses)
 
 
 async def answer(resource, change: Awaitable[None]) -> dict:

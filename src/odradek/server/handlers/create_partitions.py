@@ -15,6 +15,7 @@ from collections import Counter
 from kio.schema.errors import ErrorCode
 
 from odradek.metadata.model import TopicMetadata
+from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
 from odradek.server.handlers import RequestContext, handles
@@ -23,7 +24,8 @@ from odradek.server.handlers.create_topics import refuse_explicit_placement_in_a
 
 
 @handles(ApiKey.CREATE_PARTITIONS)
-async def handle_create_partitions(ctx: RequestContext, request) -> object:
+async def handle_create_partitions(ctx: RequestContext, request,
+                                   metadata: MetadataStore) -> object:
     timeout_ms = millis(request.timeout)
     occurrences = Counter(topic.name for topic in request.topics)
     results = {}
@@ -33,17 +35,16 @@ async def handle_create_partitions(ctx: RequestContext, request) -> object:
         try:
             if occurrences[topic.name] > 1:
                 raise ApiError(ErrorCode.invalid_request, "Duplicate topic in request.")
-            error = await _create_partitions(ctx, topic, request.validate_only, timeout_ms)
+            error = await _create_partitions(metadata, topic, request.validate_only, timeout_ms)
             results[topic.name] = {"name": topic.name, "error_code": error, "error_message": None}
         except ApiError as exc:
             results[topic.name] = {"name": topic.name, "error_code": exc.error_code,
                                    "error_message": exc.message}
-    return ctx.respond(throttle_time=0, results=list(results.values()))
+    return ctx.respond(results=list(results.values()))
 
 
-async def _create_partitions(ctx: RequestContext, wanted, validate_only: bool,
+async def _create_partitions(store: MetadataStore, wanted, validate_only: bool,
                              timeout_ms: int) -> ErrorCode:
-    store = ctx.broker.metadata
     topic = store.topic(wanted.name)
     if topic is None:
         raise ApiError(ErrorCode.unknown_topic_or_partition,

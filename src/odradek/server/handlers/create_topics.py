@@ -27,10 +27,15 @@ from collections import Counter
 from kio.schema.errors import ErrorCode
 
 from odradek.metadata.model import InvalidTopicError, validate_topic_name
-from odradek.metadata.store import TopicExistsError
+from odradek.metadata.store import MetadataStore, TopicExistsError
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
-from odradek.server.config import ConfigError, describe_topic_config, validate_topic_overrides
+from odradek.server.config import (
+    BrokerConfig,
+    ConfigError,
+    describe_topic_config,
+    validate_topic_overrides,
+)
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.api_error import ApiError, check_new_partitions, completion_error
 
@@ -42,7 +47,8 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 
 
 @handles(ApiKey.CREATE_TOPICS)
-async def handle_create_topics(ctx: RequestContext, request) -> object:
+async def handle_create_topics(ctx: RequestContext, request, metadata: MetadataStore,
+                               config: BrokerConfig) -> object:
     timeout_ms = millis(request.timeout)
     occurrences = Counter(topic.name for topic in request.topics)
     results = []
@@ -53,15 +59,15 @@ async def handle_create_topics(ctx: RequestContext, request) -> object:
                                f"Creation of internal topic {topic.name} is prohibited.")
             if occurrences[topic.name] > 1:
                 raise ApiError(ErrorCode.invalid_request, "Found multiple entries for this topic.")
-            results.append(await _create(ctx, topic, request.validate_only, timeout_ms))
+            results.append(await _create(metadata, config, topic, request.validate_only,
+                                         timeout_ms))
         except ApiError as error:
             results.append(_failed(topic.name, error.error_code, error.message))
-    return ctx.respond(throttle_time=0, topics=results)
+    return ctx.respond(topics=results)
 
 
-async def _create(ctx: RequestContext, topic, validate_only: bool, timeout_ms: int) -> dict:
-    broker = ctx.broker
-    store = broker.metadata
+async def _create(store: MetadataStore, config: BrokerConfig, topic, validate_only: bool,
+                  timeout_ms: int) -> dict:
     if store.topic(topic.name) is not None:
         raise ApiError(ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists.")
     nulls = [c.name for c in topic.configs if c.value is None]
@@ -79,18 +85,18 @@ async def _create(ctx: RequestContext, topic, validate_only: bool, timeout_ms: i
         _validate_assignment(assignment, [b.node_id for b in store.brokers()])
         num_partitions, replication_factor = len(assignment), len(assignment[0])
     else:
-        num_partitions, replication_factor = _layout(ctx, topic)
+        num_partitions, replication_factor = _layout(store, config, topic)
         _validate_name(topic.name, store.topics())
     configs = {c.name: c.value for c in topic.configs}
     try:
-        validate_topic_overrides(configs, broker.config)
+        validate_topic_overrides(configs, config)
     except ConfigError as exc:
         raise ApiError(ErrorCode.invalid_config, str(exc)) from None
     topic_id = None
     if not validate_only:
         try:
-            created = await broker.create_topic(topic.name, num_partitions, replication_factor,
-                                                configs)
+            created = await store.create_topic(topic.name, num_partitions, replication_factor,
+                                               configs)
         except TopicExistsError:
             raise ApiError(ErrorCode.topic_already_exists,
                            f"Topic '{topic.name}' already exists.") from None
@@ -108,14 +114,13 @@ async def _create(ctx: RequestContext, topic, validate_only: bool, timeout_ms: i
         "configs": [
             {"name": e.name, "value": e.value, "read_only": e.read_only,
              "config_source": e.source, "is_sensitive": e.sensitive}
-            for e in describe_topic_config(configs, broker.config)
+            for e in describe_topic_config(configs, config)
         ],
     }
 
 
-def _layout(ctx: RequestContext, topic) -> tuple[int, int]:
+def _layout(store: MetadataStore, config: BrokerConfig, topic) -> tuple[int, int]:
     """(partitions, replication factor) from the request, else from the broker defaults."""
-    config = ctx.broker.config
     num_partitions = topic.num_partitions
     if num_partitions == NO_NUM_PARTITIONS:
         num_partitions = config.get("num.partitions")
@@ -129,7 +134,7 @@ def _layout(ctx: RequestContext, topic) -> tuple[int, int]:
     if replication_factor <= 0:
         raise ApiError(ErrorCode.invalid_replication_factor,
                        "Replication factor must be larger than 0.")
-    live = len(ctx.broker.metadata.brokers())
+    live = len(store.brokers())
     if replication_factor > live:
         raise ApiError(ErrorCode.invalid_replication_factor,
                        f"Replication factor: {replication_factor} larger than available "

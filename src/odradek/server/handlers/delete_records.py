@@ -20,8 +20,10 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from odradek.log import OffsetOutOfRangeError
+from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
+from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.handlers import RequestContext, handles
 
 HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK
@@ -29,24 +31,26 @@ INVALID_LOW_WATERMARK = -1
 
 
 @handles(ApiKey.DELETE_RECORDS)
-def handle_delete_records(ctx: RequestContext, request) -> object:
+def handle_delete_records(ctx: RequestContext, request, metadata: MetadataStore,
+                          replica_manager: ReplicaManager) -> object:
     topics = [
         {"name": topic.name,
-         "partitions": [_delete(ctx, topic.name, p.partition_index, p.offset)
+         "partitions": [_delete(metadata, replica_manager, topic.name, p.partition_index,
+                                p.offset)
                         for p in topic.partitions]}
         for topic in request.topics
     ]
-    return ctx.respond(throttle_time=0, topics=topics)
+    return ctx.respond(topics=topics)
 
 
-def _delete(ctx: RequestContext, topic_name: str, index: int, offset: int) -> dict:
-    broker = ctx.broker
-    topic = broker.metadata.topic(topic_name)
+def _delete(store: MetadataStore, replica_manager: ReplicaManager, topic_name: str,
+            index: int, offset: int) -> dict:
+    topic = store.topic(topic_name)
     if topic is None or not 0 <= index < len(topic.partitions):
         return _result(index, ErrorCode.unknown_topic_or_partition)
     if topic.is_internal:
         return _result(index, ErrorCode.invalid_topic_exception)
-    partition = broker.replica_manager.get_partition(TopicPartition(topic_name, index))
+    partition = replica_manager.get_partition(TopicPartition(topic_name, index))
     if partition is None:
         return _result(index, ErrorCode.not_leader_or_follower)
     if "delete" not in partition.topic_config["cleanup.policy"]:

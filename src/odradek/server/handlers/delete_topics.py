@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from odradek.metadata.store import UnknownTopicError
+from odradek.metadata.store import MetadataStore, UnknownTopicError
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
+from odradek.server.config import BrokerConfig
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.api_error import completion_error
 
@@ -24,12 +25,13 @@ TOPIC_IDS_MIN_VERSION = 6
 
 
 @handles(ApiKey.DELETE_TOPICS)
-async def handle_delete_topics(ctx: RequestContext, request) -> object:
+async def handle_delete_topics(ctx: RequestContext, request, metadata: MetadataStore,
+                               config: BrokerConfig) -> object:
     if ctx.api_version >= TOPIC_IDS_MIN_VERSION:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
-    if not ctx.broker.config.get("delete.topic.enable"):
+    if not config.get("delete.topic.enable"):
         disabled = (ErrorCode.topic_deletion_disabled
                     if ctx.api_version >= TOPIC_DELETION_DISABLED_MIN_VERSION
                     else ErrorCode.invalid_request)
@@ -39,23 +41,22 @@ async def handle_delete_topics(ctx: RequestContext, request) -> object:
         # fails every entry of the request with INVALID_REQUEST and no message.
         return _respond(ctx, [_result(name, topic_id, ErrorCode.invalid_request)
                               for name, topic_id in wanted])
-    store = ctx.broker.metadata
     outcome: dict[str, ErrorCode] = {}  # a topic named twice is deleted once, answered twice
     results = []
     for name, topic_id in wanted:
         if topic_id is not None:
-            topic = store.topic_by_id(topic_id)
+            topic = metadata.topic_by_id(topic_id)
             if topic is None:
                 results.append(_result(None, topic_id, ErrorCode.unknown_topic_id))
                 continue
             name = topic.name
         if name not in outcome:
-            outcome[name] = await _delete(store, name, millis(request.timeout))
+            outcome[name] = await _delete(metadata, name, millis(request.timeout))
         results.append(_result(name, topic_id, outcome[name]))
     return _respond(ctx, results)
 
 
-async def _delete(store, name: str, timeout_ms: int) -> ErrorCode:
+async def _delete(store: MetadataStore, name: str, timeout_ms: int) -> ErrorCode:
     if store.topic(name) is None:
         return ErrorCode.unknown_topic_or_partition
     try:
@@ -70,4 +71,4 @@ def _result(name: str | None, topic_id, error: ErrorCode) -> dict:
 
 
 def _respond(ctx: RequestContext, results: list[dict]) -> object:
-    return ctx.respond(throttle_time=0, responses=results)
+    return ctx.respond(responses=results)

@@ -2,7 +2,8 @@
 
 v1 (KIP-919) names the kind of endpoint the client wants; a broker answers for BROKER
 endpoints only, with Kafka's errors and messages (AuthHelper.computeDescribeClusterResponse).
-A controller id that is not among the live brokers is sent as -1, as Kafka does, so that a
+Brokers are described by their endpoints on the client's listener, as in Metadata. A
+controller id that is not among the brokers listed is sent as -1, as Kafka does, so that a
 client never looks for a node it cannot reach.
 """
 
@@ -12,9 +13,10 @@ import enum
 
 from kio.schema.errors import ErrorCode
 
+from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
 from odradek.server.handlers import RequestContext, handles
-from odradek.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from odradek.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, listener_brokers
 
 NO_CONTROLLER = -1
 
@@ -26,7 +28,7 @@ class EndpointType(enum.IntEnum):
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER)
-def handle_describe_cluster(ctx: RequestContext, request) -> object:
+def handle_describe_cluster(ctx: RequestContext, request, metadata: MetadataStore) -> object:
     wanted = getattr(request, "endpoint_type", EndpointType.BROKER)
     # v0 predates these error codes: INVALID_REQUEST stands for both.
     v0 = ctx.api_version == 0
@@ -37,26 +39,24 @@ def handle_describe_cluster(ctx: RequestContext, request) -> object:
         error = ErrorCode.invalid_request if v0 else ErrorCode.mismatched_endpoint_type
         return _error(ctx, error, "The request was sent to an endpoint of type BROKER, but we "
                                   f"wanted an endpoint of type {EndpointType(wanted).name}")
-    store = ctx.broker.metadata
-    brokers = store.brokers()
-    controller = store.controller_id
-    if controller not in {b.node_id for b in brokers}:
+    brokers = listener_brokers(metadata, ctx.listener_name)
+    controller = metadata.controller_id
+    if controller not in {b.node_id for b, _ in brokers}:
         controller = NO_CONTROLLER
     return ctx.respond(
-        throttle_time=0,
         error_code=ErrorCode.none,
         error_message=None,
         endpoint_type=EndpointType.BROKER,
-        cluster_id=store.cluster_id,
+        cluster_id=metadata.cluster_id,
         controller_id=controller,
-        brokers=[{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                 for b in brokers],
+        brokers=[{"broker_id": b.node_id, "host": e.host, "port": e.port, "rack": b.rack}
+                 for b, e in brokers],
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
 
 
 def _error(ctx: RequestContext, error: ErrorCode, message: str) -> object:
-    return ctx.respond(throttle_time=0, error_code=error, error_message=message,
+    return ctx.respond(error_code=error, error_message=message,
                        endpoint_type=EndpointType.BROKER, cluster_id="",
                        controller_id=NO_CONTROLLER, brokers=[],
                        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

@@ -18,8 +18,15 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from odradek.metadata.model import InvalidTopicError, validate_topic_name
+from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
-from odradek.server.config import ConfigEntry, ConfigSource, ConfigType, describe_topic_config
+from odradek.server.config import (
+    BrokerConfig,
+    ConfigEntry,
+    ConfigSource,
+    ConfigType,
+    describe_topic_config,
+)
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.api_error import ApiError
 from odradek.server.handlers.config_resources import ResourceType, broker_id
@@ -36,18 +43,20 @@ ROOT_LOGGER = "root"  # log4j's name for the root logger
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS)
-def handle_describe_configs(ctx: RequestContext, request) -> object:
+def handle_describe_configs(ctx: RequestContext, request, metadata: MetadataStore,
+                            config: BrokerConfig) -> object:
     documentation = getattr(request, "include_documentation", False)
-    results = [_describe(ctx, resource, request.include_synonyms, documentation)
+    results = [_describe(metadata, config, resource, request.include_synonyms, documentation)
                for resource in request.resources]
-    return ctx.respond(throttle_time=0, results=results)
+    return ctx.respond(results=results)
 
 
-def _describe(ctx: RequestContext, resource, synonyms: bool, documentation: bool) -> dict:
+def _describe(store: MetadataStore, config: BrokerConfig, resource, synonyms: bool,
+              documentation: bool) -> dict:
     names = resource.configuration_keys or None
     try:
         configs = [_config(entry, synonyms, documentation)
-                   for entry in _entries(ctx, resource, names)]
+                   for entry in _entries(store, config, resource, names)]
         error = ApiError(ErrorCode.none)
     except ApiError as exc:
         configs, error = [], exc
@@ -56,33 +65,34 @@ def _describe(ctx: RequestContext, resource, synonyms: bool, documentation: bool
             "configs": configs}
 
 
-def _entries(ctx: RequestContext, resource, names) -> list[ConfigEntry]:
-    broker = ctx.broker
+def _entries(store: MetadataStore, config: BrokerConfig, resource,
+             names) -> list[ConfigEntry]:
     name = resource.resource_name
+    node_id = config.node_id
     match ResourceType.of(resource.resource_type):
         case ResourceType.TOPIC:
             try:
                 validate_topic_name(name)
             except InvalidTopicError as exc:
                 raise ApiError(ErrorCode.invalid_topic_exception, str(exc)) from None
-            topic = broker.metadata.topic(name)
+            topic = store.topic(name)
             if topic is None:
                 raise ApiError(ErrorCode.unknown_topic_or_partition)
-            return describe_topic_config(topic.configs, broker.config, names)
+            return describe_topic_config(topic.configs, config, names)
         case ResourceType.BROKER:
             if not name:
-                return broker.config.describe(names, cluster_default=True)
-            if broker_id(name, "Broker") != broker.node_id:
+                return config.describe(names, cluster_default=True)
+            if broker_id(name, "Broker") != node_id:
                 raise ApiError(ErrorCode.invalid_request,
-                               f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                               f"Unexpected broker id, expected {node_id} or empty string, "
                                f"but received {name}")
-            return broker.config.describe(names)
+            return config.describe(names)
         case ResourceType.BROKER_LOGGER:
             if not name:
                 raise ApiError(ErrorCode.invalid_request, "Broker id must not be empty")
-            if broker_id(name, "Broker") != broker.node_id:
+            if broker_id(name, "Broker") != node_id:
                 raise ApiError(ErrorCode.invalid_request,
-                               f"Unexpected broker id, expected {broker.node_id} but received "
+                               f"Unexpected broker id, expected {node_id} but received "
                                f"{name}")
             return _loggers(names)
         case other:

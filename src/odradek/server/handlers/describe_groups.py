@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from odradek.coordinator.group import GroupCoordinator
 from odradek.coordinator.group.state import GroupState
 from odradek.protocol.api import ApiKey
 from odradek.server.handlers import RequestContext, handles
@@ -20,13 +21,14 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 @handles(ApiKey.DESCRIBE_GROUPS)
-def handle_describe_groups(ctx: RequestContext, request) -> object:
-    return ctx.respond(throttle_time=0,
-                       groups=[_describe(ctx, group_id) for group_id in request.groups])
+def handle_describe_groups(ctx: RequestContext, request,
+                           group_coordinator: GroupCoordinator) -> object:
+    return ctx.respond(groups=[_describe(ctx, group_coordinator, group_id)
+                               for group_id in request.groups])
 
 
-def _describe(ctx: RequestContext, group_id: str) -> dict:
-    error, group = ctx.broker.group_coordinator.describe_group(group_id)
+def _describe(ctx: RequestContext, group_coordinator: GroupCoordinator, group_id: str) -> dict:
+    error, group = group_coordinator.describe_group(group_id)
     if group is None:
         message = None
         state = GroupState.DEAD

@@ -25,13 +25,12 @@ log = logging.getLogger(__name__)
 
 
 @handles(ApiKey.DESCRIBE_LOG_DIRS)
-def handle_describe_log_dirs(ctx: RequestContext, request) -> object:
+def handle_describe_log_dirs(ctx: RequestContext, request, log_manager: LogManager) -> object:
     wanted = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
-    log_manager = ctx.broker.log_manager
     results = [_describe(log_manager, log_dir, wanted) for log_dir in log_manager.log_dirs]
-    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, results=results)
+    return ctx.respond(error_code=ErrorCode.none, results=results)
 
 
 def _describe(log_manager: LogManager, log_dir: Path, wanted: set | None) -> dict:
@@ -45,7 +44,8 @@ def _describe(log_manager: LogManager, log_dir: Path, wanted: set | None) -> dic
         log.warning("Unable to describe replica dirs for %s: %s", path, exc)
         return offline
     topics: dict[str, list[dict]] = {}
-    for topic, index in log_manager.partitions_in_dir(log_dir):
+    for tp in log_manager.partitions_in_dir(log_dir):
+        topic, index = tp.topic, tp.partition
         if wanted is not None and (topic, index) not in wanted:
             continue
         partition_log = log_manager.get(topic, index)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from odradek.metadata.model import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
+from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, describe_topic
@@ -28,17 +29,17 @@ NO_ELR = {"eligible_leader_replicas": (), "last_known_elr": ()}
 
 
 @handles(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
-def handle_describe_topic_partitions(ctx: RequestContext, request) -> object:
-    store = ctx.broker.metadata
+def handle_describe_topic_partitions(ctx: RequestContext, request,
+                                     metadata: MetadataStore) -> object:
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     every_topic = not request.topics
-    named = store.topics() if every_topic else {t.name for t in request.topics}
+    named = metadata.topics() if every_topic else {t.name for t in request.topics}
     names = sorted(n for n in named if n >= cursor_topic)
     if cursor is not None and (
         (not every_topic and cursor_topic not in names) or cursor.partition_index < 0
     ):
-        return ctx.respond(throttle_time=0, next_cursor=None, topics=[
+        return ctx.respond(next_cursor=None, topics=[
             _topic_error(t.name, ErrorCode.invalid_request, is_internal=False)
             for t in request.topics
         ])
@@ -49,7 +50,7 @@ def handle_describe_topic_partitions(ctx: RequestContext, request) -> object:
         if remaining == 0:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
-        topic = store.topic(name)
+        topic = metadata.topic(name)
         if topic is None:
             if not every_topic:
                 topics.append(_topic_error(name, _missing_topic_error(name),
@@ -64,7 +65,7 @@ def handle_describe_topic_partitions(ctx: RequestContext, request) -> object:
             next_cursor = {"topic_name": name, "partition_index": end}
             break
         remaining -= len(described["partitions"])
-    return ctx.respond(throttle_time=0, topics=topics, next_cursor=next_cursor)
+    return ctx.respond(topics=topics, next_cursor=next_cursor)
 
 
 def _missing_topic_error(name: str) -> ErrorCode:

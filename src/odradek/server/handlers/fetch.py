@@ -21,7 +21,9 @@ from kio.schema.errors import ErrorCode
 from odradek.log import LogError, OffsetOutOfRangeError
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
-from odradek.replication.partition import PartitionError, TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
+from odradek.replication.partition import PartitionError
+from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.handlers import RequestContext, handles
 
 # KIP-227: session epoch -1 is a sessionless full fetch; 0 asks for a new session.
@@ -29,26 +31,26 @@ FINAL_EPOCH = -1
 
 
 @handles(ApiKey.FETCH)
-def handle_fetch(ctx: RequestContext, request) -> object:
+def handle_fetch(ctx: RequestContext, request, replica_manager: ReplicaManager) -> object:
     if getattr(request, "session_id", 0) != 0:
-        return ctx.respond(throttle_time=0, error_code=ErrorCode.fetch_session_id_not_found,
-                           session_id=0, responses=())
-    responses, total_bytes, has_error = _read(ctx, request)
+        return ctx.respond(error_code=ErrorCode.fetch_session_id_not_found, session_id=0,
+                           responses=())
+    responses, total_bytes, has_error = _read(replica_manager, request)
     max_wait_ms = millis(request.max_wait)
     if total_bytes >= request.min_bytes or max_wait_ms <= 0 or has_error:
         return _respond(ctx, responses)
     # Watch now, before returning: the coroutine below starts only at a later turn of the
     # event loop, and an append in between would otherwise go unseen (a lost wakeup).
     watched = [TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions]
-    appended = ctx.broker.replica_manager.wait_for_appends(watched)
-    return _long_poll(ctx, request, max_wait_ms, watched, appended)
+    appended = replica_manager.wait_for_appends(watched)
+    return _long_poll(ctx, replica_manager, request, max_wait_ms, watched, appended)
 
 
-async def _long_poll(ctx: RequestContext, request, max_wait_ms: int,
-                     watched: list[TopicPartition], appended: asyncio.Future[None]) -> object:
+async def _long_poll(ctx: RequestContext, replica_manager: ReplicaManager, request,
+                     max_wait_ms: int, watched: list[TopicPartition],
+                     appended: asyncio.Future[None]) -> object:
     """Waits for appends, then reads again, until ``min_bytes`` or the deadline; each round
     watches again before it reads, so no append is missed between rounds either."""
-    replica_manager = ctx.broker.replica_manager
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_ms / 1000
     try:
@@ -56,7 +58,7 @@ async def _long_poll(ctx: RequestContext, request, max_wait_ms: int,
             await asyncio.wait([appended], timeout=max(0.0, deadline - loop.time()))
             replica_manager.stop_waiting(watched, appended)
             appended = replica_manager.wait_for_appends(watched)
-            responses, total_bytes, has_error = _read(ctx, request)
+            responses, total_bytes, has_error = _read(replica_manager, request)
             if total_bytes >= request.min_bytes or has_error or loop.time() >= deadline:
                 return _respond(ctx, responses)
     finally:
@@ -64,12 +66,10 @@ async def _long_poll(ctx: RequestContext, request, max_wait_ms: int,
 
 
 def _respond(ctx: RequestContext, responses: list[dict]) -> object:
-    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, session_id=0,
-                       responses=responses)
+    return ctx.respond(error_code=ErrorCode.none, session_id=0, responses=responses)
 
 
-def _read(ctx: RequestContext, request) -> tuple[list[dict], int, bool]:
-    replica_manager = ctx.broker.replica_manager
+def _read(replica_manager: ReplicaManager, request) -> tuple[list[dict], int, bool]:
     remaining = request.max_bytes
     total_bytes = 0
     has_error = False

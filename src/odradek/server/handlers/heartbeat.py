@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from odradek.coordinator.group import GroupCoordinator
 from odradek.protocol.api import ApiKey
 from odradek.server.handlers import RequestContext, handles
 
 
 @handles(ApiKey.HEARTBEAT)
-def handle_heartbeat(ctx: RequestContext, request) -> object:
-    error = ctx.broker.group_coordinator.heartbeat(
+def handle_heartbeat(ctx: RequestContext, request, group_coordinator: GroupCoordinator) -> object:
+    error = group_coordinator.heartbeat(
         group_id=request.group_id, generation_id=request.generation_id,
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None))
-    return ctx.respond(throttle_time=0, error_code=error)
+    return ctx.respond(error_code=error)

@@ -9,10 +9,19 @@ override, else the config's default. Checks and error codes are those of
 
 from __future__ import annotations
 
+import functools
+
 from kio.schema.errors import ErrorCode
 
+from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
-from odradek.server.config import BROKER_CONFIGS, TOPIC_CONFIGS, AlterConfigOp, apply_incremental
+from odradek.server.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    AlterConfigOp,
+    BrokerConfig,
+    apply_incremental,
+)
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.api_error import ApiError
 from odradek.server.handlers.config_resources import (
@@ -27,11 +36,14 @@ OPERATIONS = frozenset(AlterConfigOp)
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
-async def handle_incremental_alter_configs(ctx: RequestContext, request) -> object:
-    return await alter_each(ctx, request, _alter)
+async def handle_incremental_alter_configs(ctx: RequestContext, request,
+                                           metadata: MetadataStore,
+                                           config: BrokerConfig) -> object:
+    return await alter_each(ctx, request, functools.partial(_alter, metadata, config))
 
 
-async def _alter(ctx: RequestContext, resource, repeated, validate_only: bool) -> None:
+async def _alter(store: MetadataStore, config: BrokerConfig, resource, repeated,
+                 validate_only: bool) -> None:
     check_once(resource, repeated)
     check_entries([c.name for c in resource.configs],
                   [c.name for c in resource.configs
@@ -42,5 +54,5 @@ async def _alter(ctx: RequestContext, resource, repeated, validate_only: bool) -
         raise ApiError(ErrorCode.invalid_request, f"Unknown operations type {unknown[0]}")
     ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
     defs = TOPIC_CONFIGS if resource.resource_type == ResourceType.TOPIC else BROKER_CONFIGS
-    await alter_resource(ctx, resource, lambda current: apply_incremental(current, ops, defs),
-                         validate_only)
+    await alter_resource(store, config, resource,
+                         lambda current: apply_incremental(current, ops, defs), validate_only)

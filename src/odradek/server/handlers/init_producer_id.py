@@ -15,6 +15,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from odradek.log.producer_state import NO_PRODUCER_EPOCH
+from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
 from odradek.protocol.records import NO_PRODUCER_ID
 from odradek.server.handlers import RequestContext, handles
@@ -23,7 +24,8 @@ log = logging.getLogger(__name__)
 
 
 @handles(ApiKey.INIT_PRODUCER_ID)
-async def handle_init_producer_id(ctx: RequestContext, request) -> object:
+async def handle_init_producer_id(ctx: RequestContext, request,
+                                  metadata: MetadataStore) -> object:
     # v3+ (KIP-360): an id without an epoch, or an epoch without an id, is malformed
     # (KafkaApis.handleInitProducerIdRequest).
     producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
@@ -39,17 +41,16 @@ async def handle_init_producer_id(ctx: RequestContext, request) -> object:
         # "unsupported" error instead of a misleading authorization failure.
         return _error(ctx, ErrorCode.coordinator_not_available)
     try:
-        new_producer_id = await ctx.broker.metadata.generate_producer_id()
+        new_producer_id = await metadata.generate_producer_id()
     except OSError as e:
         # The block could not be reserved (the metadata file cannot be written). Kafka's
         # ProducerIdManager answers COORDINATOR_LOAD_IN_PROGRESS while it has no block: a
         # retriable error, so the producer tries again.
         log.error("could not reserve producer ids: %s", e)
         return _error(ctx, ErrorCode.coordinator_load_in_progress)
-    return ctx.respond(throttle_time=0, error_code=ErrorCode.none,
-                       producer_id=new_producer_id, producer_epoch=0)
+    return ctx.respond(error_code=ErrorCode.none, producer_id=new_producer_id, producer_epoch=0)
 
 
 def _error(ctx: RequestContext, error: ErrorCode) -> object:
-    return ctx.respond(throttle_time=0, error_code=error, producer_id=NO_PRODUCER_ID,
+    return ctx.respond(error_code=error, producer_id=NO_PRODUCER_ID,
                        producer_epoch=NO_PRODUCER_EPOCH)

@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from odradek.coordinator.group import GroupCoordinator
 from odradek.coordinator.group.group import JoinGroupResult, JoinRequest
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
@@ -27,14 +28,15 @@ NULLABLE_PROTOCOL_NAME_MIN_VERSION = 7
 
 
 @handles(ApiKey.JOIN_GROUP)
-def handle_join_group(ctx: RequestContext, request) -> object:
+def handle_join_group(ctx: RequestContext, request,
+                      group_coordinator: GroupCoordinator) -> object:
     version = ctx.api_version
     session_timeout_ms = millis(request.session_timeout)
     return answer_when_called(
-        lambda respond: ctx.broker.group_coordinator.join_group(request.group_id, JoinRequest(
+        lambda respond: group_coordinator.join_group(request.group_id, JoinRequest(
             member_id=request.member_id,
             group_instance_id=getattr(request, "group_instance_id", None),
-            client_id=ctx.request.client_id or "",
+            client_id=ctx.client_id or "",
             client_host=client_host(ctx),
             session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=(millis(request.rebalance_timeout) if version >= 1
@@ -52,7 +54,6 @@ def _response(ctx: RequestContext, result: JoinGroupResult) -> object:
     if protocol_name is None and ctx.api_version < NULLABLE_PROTOCOL_NAME_MIN_VERSION:
         protocol_name = ""
     return ctx.respond(
-        throttle_time=0,
         error_code=result.error,
         generation_id=result.generation_id,
         protocol_type=result.protocol_type,
@@ -88,5 +89,5 @@ def answer_when_called(start: Callable[[Callable[[T], None]], None],
 
 def client_host(ctx: RequestContext) -> str:
     """The client's address as Kafka shows it (``InetAddress.toString``: "/127.0.0.1")."""
-    peer = ctx.connection.peer if ctx.connection is not None else None
-    return f"/{peer[0]}" if peer else ""
+    address = ctx.client_address
+    return f"/{address[0]}" if address else ""

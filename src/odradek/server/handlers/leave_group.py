@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from odradek.coordinator.group import GroupCoordinator
 from odradek.protocol.api import ApiKey
 from odradek.server.handlers import RequestContext, handles
 
@@ -16,15 +17,16 @@ BATCHED_MEMBERS_MIN_VERSION = 3
 
 
 @handles(ApiKey.LEAVE_GROUP)
-def handle_leave_group(ctx: RequestContext, request) -> object:
+def handle_leave_group(ctx: RequestContext, request,
+                       group_coordinator: GroupCoordinator) -> object:
     batched = ctx.api_version >= BATCHED_MEMBERS_MIN_VERSION
     leaving = ([(m.member_id, m.group_instance_id) for m in request.members] if batched
                else [(request.member_id, None)])
-    error, member_errors = ctx.broker.group_coordinator.leave_group(request.group_id, leaving)
+    error, member_errors = group_coordinator.leave_group(request.group_id, leaving)
     if not batched and error is ErrorCode.none and member_errors:
         error = member_errors[0]
     return ctx.respond(
-        throttle_time=0, error_code=error,
+        error_code=error,
         members=[{"member_id": member_id, "group_instance_id": instance_id,
                   "error_code": member_error}
                  for (member_id, instance_id), member_error in zip(leaving, member_errors)])

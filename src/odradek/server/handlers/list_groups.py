@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from odradek.coordinator.group import GroupCoordinator
 from odradek.protocol.api import ApiKey
 from odradek.server.handlers import RequestContext, handles
 
@@ -14,13 +15,14 @@ CLASSIC_GROUP_TYPE = "classic"
 
 
 @handles(ApiKey.LIST_GROUPS)
-def handle_list_groups(ctx: RequestContext, request) -> object:
+def handle_list_groups(ctx: RequestContext, request,
+                       group_coordinator: GroupCoordinator) -> object:
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     groups = [] if types and CLASSIC_GROUP_TYPE not in types else [
-        g for g in ctx.broker.group_coordinator.list_groups()
+        g for g in group_coordinator.list_groups()
         if not states or str(g.state).lower() in states]
-    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, groups=[
+    return ctx.respond(error_code=ErrorCode.none, groups=[
         {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
          "group_state": str(g.state), "group_type": CLASSIC_GROUP_TYPE}
         for g in groups])

@@ -6,7 +6,9 @@ from kio.schema.errors import ErrorCode
 
 from odradek.log import LogError
 from odradek.protocol.api import ApiKey
-from odradek.replication.partition import Partition, PartitionError, TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
+from odradek.replication.partition import Partition, PartitionError
+from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.handlers import RequestContext, handles
 
 # Special timestamps of ListOffsets (KIP-79, KIP-734).
@@ -17,8 +19,7 @@ UNKNOWN = -1
 
 
 @handles(ApiKey.LIST_OFFSETS)
-def handle_list_offsets(ctx: RequestContext, request) -> object:
-    replica_manager = ctx.broker.replica_manager
+def handle_list_offsets(ctx: RequestContext, request, replica_manager: ReplicaManager) -> object:
     topics = []
     for topic in request.topics:
         partitions = []
@@ -38,7 +39,7 @@ def handle_list_offsets(ctx: RequestContext, request) -> object:
             partitions.append(_answer(wanted.partition_index, ErrorCode.none, offset, timestamp,
                                       partition.leader_epoch if offset >= 0 else -1))
         topics.append({"name": topic.name, "partitions": partitions})
-    return ctx.respond(throttle_time=0, topics=topics)
+    return ctx.respond(topics=topics)
 
 
 def _lookup(partition: Partition, timestamp: int) -> tuple[int, int]:

@@ -13,20 +13,23 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from odradek.coordinator.group import GroupCoordinator
+from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
+from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
 
 NO_LEADER_EPOCH = -1
 
 
 @handles(ApiKey.OFFSET_COMMIT)
-def handle_offset_commit(ctx: RequestContext, request) -> object:
-    store = ctx.broker.metadata
+def handle_offset_commit(ctx: RequestContext, request, metadata: MetadataStore,
+                         group_coordinator: GroupCoordinator) -> object:
     offsets: dict[TopicPartition, tuple[int, int, str | None]] = {}
     errors: dict[TopicPartition, ErrorCode] = {}
     for topic in request.topics:
-        known = store.topic(topic.name)
+        known = metadata.topic(topic.name)
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
             if known is None or not 0 <= p.partition_index < len(known.partitions):
@@ -35,14 +38,22 @@ def handle_offset_commit(ctx: RequestContext, request) -> object:
                 offsets[tp] = (p.committed_offset,
                                getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH),
                                p.committed_metadata)
+    committed: Completion[dict[TopicPartition, ErrorCode]] = Completion()
     if offsets:
-        errors |= ctx.broker.group_coordinator.commit_offsets(
+        group_coordinator.commit_offsets(
             group_id=request.group_id,
             generation_id=request.generation_id_or_member_epoch,
             member_id=request.member_id,
             group_instance_id=getattr(request, "group_instance_id", None),
-            offsets=offsets)
-    return ctx.respond(throttle_time=0, topics=[
+            offsets=offsets,
+            respond=committed)
+    else:
+        committed({})
+    return committed.then(lambda commit_errors: _response(ctx, request, errors | commit_errors))
+
+
+def _response(ctx: RequestContext, request, errors: dict[TopicPartition, ErrorCode]) -> object:
+    return ctx.respond(topics=[
         {"name": topic.name, "partitions": [
             {"partition_index": p.partition_index,
              "error_code": errors[TopicPartition(topic.name, p.partition_index)]}

@@ -13,9 +13,10 @@ from itertools import groupby
 
 from kio.schema.errors import ErrorCode
 
+from odradek.coordinator.group import GroupCoordinator
 from odradek.coordinator.group.offsets_topic import OffsetAndMetadata
 from odradek.protocol.api import ApiKey
-from odradek.replication.partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition
 from odradek.server.handlers import RequestContext, handles
 
 BATCHED_GROUPS_MIN_VERSION = 8  # KIP-709
@@ -24,18 +25,21 @@ NO_OFFSET = -1
 
 
 @handles(ApiKey.OFFSET_FETCH)
-def handle_offset_fetch(ctx: RequestContext, request) -> object:
+def handle_offset_fetch(ctx: RequestContext, request,
+                        group_coordinator: GroupCoordinator) -> object:
     if ctx.api_version >= BATCHED_GROUPS_MIN_VERSION:
-        return ctx.respond(throttle_time=0, groups=[
-            {"group_id": group.group_id, **_fetch(ctx, group.group_id, group.topics)}
+        return ctx.respond(groups=[
+            {"group_id": group.group_id,
+             **_fetch(ctx, group_coordinator, group.group_id, group.topics)}
             for group in request.groups])
-    return ctx.respond(throttle_time=0, **_fetch(ctx, request.group_id, request.topics))
+    return ctx.respond(**_fetch(ctx, group_coordinator, request.group_id, request.topics))
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics) -> dict:
+def _fetch(ctx: RequestContext, group_coordinator: GroupCoordinator, group_id: str,
+           topics) -> dict:
     wanted = None if topics is None else [
         TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
-    error, offsets = ctx.broker.group_coordinator.fetch_offsets(group_id, wanted)
+    error, offsets = group_coordinator.fetch_offsets(group_id, wanted)
     if error is not ErrorCode.none:
         if ctx.api_version >= TOP_LEVEL_ERROR_MIN_VERSION:
             return {"error_code": error, "topics": []}

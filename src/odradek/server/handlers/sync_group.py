@@ -8,6 +8,7 @@ assignment is answered at once. From v5 the protocol type and name must be the g
 
 from __future__ import annotations
 
+from odradek.coordinator.group import GroupCoordinator
 from odradek.coordinator.group.group import SyncGroupResult
 from odradek.protocol.api import ApiKey
 from odradek.server.handlers import RequestContext, handles
@@ -15,9 +16,10 @@ from odradek.server.handlers.join_group import answer_when_called
 
 
 @handles(ApiKey.SYNC_GROUP)
-def handle_sync_group(ctx: RequestContext, request) -> object:
+def handle_sync_group(ctx: RequestContext, request,
+                      group_coordinator: GroupCoordinator) -> object:
     return answer_when_called(
-        lambda respond: ctx.broker.group_coordinator.sync_group(
+        lambda respond: group_coordinator.sync_group(
             group_id=request.group_id,
             generation_id=request.generation_id,
             member_id=request.member_id,
@@ -30,6 +32,5 @@ def handle_sync_group(ctx: RequestContext, request) -> object:
 
 
 def _response(ctx: RequestContext, result: SyncGroupResult) -> object:
-    return ctx.respond(throttle_time=0, error_code=result.error,
-                       protocol_type=result.protocol_type, protocol_name=result.protocol_name,
-                       assignment=result.assignment)
+    return ctx.respond(error_code=result.error, protocol_type=result.protocol_type,
+                       protocol_name=result.protocol_name, assignment=result.assignment)

@@ -1,0 +1,35 @@
+"""``Services``: what request handlers may use, each a narrow service, never the Broker.
+
+A handler declares the services it needs as parameters after ``(ctx, request)``, named after
+the fields below::
+
+    @handles(ApiKey.DESCRIBE_CLUSTER)
+    def handle_describe_cluster(ctx: RequestContext, request, metadata: MetadataStore):
+
+and the dispatcher binds them once, when it loads the handlers (``handlers.bind``). A
+handler's signature is thus the list of what it can reach, and a test can hand it fakes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from odradek.coordinator.group import GroupCoordinator
+from odradek.log import LogManager
+from odradek.metadata.store import MetadataStore
+from odradek.replication.replica_manager import ReplicaManager
+from odradek.server.auto_topic_creation import AutoTopicCreationManager
+from odradek.server.config import BrokerConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    config: BrokerConfig
+    metadata: MetadataStore
+    replica_manager: ReplicaManager
+    group_coordinator: GroupCoordinator
+    log_manager: LogManager  # log dirs, for DescribeLogDirs
+    auto_topic_creation: AutoTopicCreationManager
+
+
+SERVICE_NAMES = frozenset(f.name for f in fields(Services))
