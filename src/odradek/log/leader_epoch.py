@@ -111,6 +111,13 @@ class LeaderEpochFileCache:
         self._entries.append(entry)
         return True
 
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch whose records hold ``offset``: the latest one starting at or before it;
+        UNDEFINED_EPOCH for an offset before every known epoch (Kafka's ``epochForOffset``,
+        what ListOffsets answers with an offset)."""
+        i = bisect_right([entry.start_offset for entry in self._entries], offset)
+        return self._entries[i - 1].epoch if i else UNDEFINED_EPOCH
+
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) as OffsetsForLeaderEpoch answers for ``requested_epoch``:
         the log end offset for the latest epoch; otherwise the largest epoch at or below the

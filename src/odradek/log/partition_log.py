@@ -54,6 +54,7 @@ from odradek.log.context import LogContext, StandaloneLogContext, on_disk
 from odradek.log.errors import OffsetOutOfRangeError
 from odradek.log.leader_epoch import LeaderEpochFileCache
 from odradek.log.loader import load_segments
+from odradek.log.offset_metadata import LogOffsetMetadata
 from odradek.log.local_log import UNKNOWN_OFFSET, LocalLog
 from odradek.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from odradek.log.segment import LogSegment, OffsetAndTimestamp
@@ -276,6 +277,29 @@ class PartitionLog(LocalLog):
                 if found is not None:
                     return found
         return None
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        """Where the next batch will be written: the end of the active segment."""
+        active = self._segments[-1]
+        return LogOffsetMetadata(self.log_end_offset, active.base_offset, active.size)
+
+    @on_disk
+    def offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Where ``offset`` sits in the log, for a delayed fetch to count the bytes after
+        it without reading them: the batch holding it, or the log end for an offset at or
+        past it (Kafka's ``convertToOffsetMetadataOrThrow``). An offset below the log start
+        has no position: only its number is returned."""
+        if offset >= self.log_end_offset:
+            return self.log_end_offset_metadata
+        i = bisect_right(self._base_offsets, offset) - 1
+        if i < 0 or offset < self._log_start_offset:
+            return LogOffsetMetadata(offset)
+        for segment in self._segments[i:]:
+            position = segment.translate_offset(offset)
+            if position is not None:
+                return LogOffsetMetadata(offset, segment.base_offset, position)
+        return self.log_end_offset_metadata
 
     @on_disk
     def max_timestamp_and_offset(self) -> OffsetAndTimestamp | None:

@@ -302,6 +302,12 @@ class LogSegment:
                 raise CorruptRecordError(f"{self.log_path}: truncated batch header at {position}")
             position += offset
 
+    def translate_offset(self, offset: int) -> int | None:
+        """The file position of the batch holding ``offset`` (or, in a gap, of the next
+        batch); None if the segment ends before it (Kafka's ``translateOffset``)."""
+        found = self._find_batch(offset)
+        return None if found is None else found.position
+
     def _find_batch(self, offset: int) -> _BatchLocation | None:
         """The batch holding ``offset`` or, in a gap, the first batch after it (Kafka's
         ``translateOffset``); None if the segment ends before ``offset``."""

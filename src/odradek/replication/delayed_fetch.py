@@ -83,9 +83,6 @@ class LogReadResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     log_end_offset: int = -1
-    # Where the fetch offset sits, for a delayed fetch to count the bytes after it.
-    fetch_offset_metadata: LogOffsetMetadata | None = None
-    error_message: str | None = None
 
     @property
     def size(self) -> int:

@@ -15,7 +15,7 @@ offset (Kafka's ``DelayedDeleteRecords``): the partition's low watermark.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
@@ -99,49 +99,61 @@ class DelayedProduce(DelayedOperation):
         for status in self.statuses.values():
             if status.pending:
                 status.result.fail(ErrorCode.request_timed_out)
+                status.acks_pending = status.flush_pending = False
 
     def on_complete(self) -> None:
+        for status in self.statuses.values():
+            if status.pending:  # forced: the partition left this broker
+                status.result.fail(ErrorCode.not_leader_or_follower)
         self._respond({tp: status.result for tp, status in self.statuses.items()})
 
 
 @dataclass(slots=True)
 class DeleteRecordsPartitionStatus:
-    required_offset: int  # the low watermark every replica must reach
+    """One partition of a DeleteRecords: the low watermark every replica must reach, and
+    the answer."""
+
+    topic_partition: TopicPartition
+    required_offset: int
     low_watermark: int = -1
     error: ErrorCode = ErrorCode.none
-    pending: bool = field(default=True)
+    pending: bool = True
 
 
 class DelayedDeleteRecords(DelayedOperation):
     def __init__(
         self,
         deadline_ms: int,
-        statuses: Mapping[TopicPartition, DeleteRecordsPartitionStatus],
+        statuses: list[DeleteRecordsPartitionStatus],
         partition: PartitionLookup,
-        respond: Callable[[dict[TopicPartition, DeleteRecordsPartitionStatus]], None],
+        respond: Callable[[list[DeleteRecordsPartitionStatus]], None],
     ) -> None:
+        """``statuses`` in request order; a partition may appear more than once."""
         super().__init__(deadline_ms)
         self.statuses = statuses
         self._partition = partition
         self._respond = respond
 
     def try_complete(self) -> bool:
-        for tp, status in self.statuses.items():
+        for status in self.statuses:
             if not status.pending:
                 continue
-            partition = self._partition(tp)
+            partition = self._partition(status.topic_partition)
             if partition is None:
                 status.pending, status.error = False, ErrorCode.not_leader_or_follower
             elif partition.low_watermark >= status.required_offset:
                 status.pending, status.low_watermark = False, partition.low_watermark
-        if any(status.pending for status in self.statuses.values()):
+        if any(status.pending for status in self.statuses):
             return False
         return self.force_complete()
 
     def on_expiration(self) -> None:
-        for status in self.statuses.values():
+        for status in self.statuses:
             if status.pending:
                 status.pending, status.error = False, ErrorCode.request_timed_out
 
     def on_complete(self) -> None:
-        self._respond(dict(self.statuses))
+        for status in self.statuses:
+            if status.pending:  # forced: the partition left this broker
+                status.pending, status.error = False, ErrorCode.not_leader_or_follower
+        self._respond(self.statuses)

@@ -1,61 +1,155 @@
 """``Partition``: one topic-partition as this broker sees it (seeds: leaders, followers, ISR).
 
-A partition owns its :class:`~odradek.log.PartitionLog` and the replication state around
-it: the leader epoch, the in-sync replica set and the high watermark. The high watermark is
-the offset below which every in-sync replica holds the log; consumers never read past it.
-On a single node the ISR is this broker alone, so the high watermark follows the log end
-offset after every append. Followers' fetch positions will move it in a cluster, through
-:meth:`Partition.update_follower_fetch_state`'s future counterpart, without changing callers.
+A partition owns its log (:class:`~odradek.log.PartitionLog`, with the producer state and
+the leader-epoch cache inside) and the replication state around it, as Kafka's class of the
+same name: its role, the leader and leader epoch, the replicas and the in-sync replicas,
+the high watermark, and what the leader knows of each follower (its log end offset and log
+start offset, from its fetches). Every per-partition operation goes through here: appends
+as leader (validated in :mod:`odradek.log.validator`) and as follower, reads with an
+isolation level, offsets by timestamp, DeleteRecords.
 
-The leader appends through :meth:`~odradek.log.PartitionLog.append_as_leader`, which checks
-idempotent producers' batches against the log's producer state (KIP-98,
-:mod:`odradek.log.producer_state`): a retried batch is answered with its original offsets
-and not written twice.
+Offsets, in Kafka's words::
+
+    log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset
+
+The high watermark is the smallest log end offset among the in-sync replicas: every
+in-sync replica holds every record below it, so a consumer never reads past it and an
+acks=-1 produce is answered once it passes the produce's records. On a single node the
+ISR is this broker alone, so it follows the log end offset after every append. The last
+stable offset equals it until transactions exist.
+
+The role comes from the partition state the metadata store publishes
+(:meth:`make_leader`, :meth:`make_follower`); changing role keeps the same object and log.
 
 This class is not thread-safe: the broker's event loop owns it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from odradek.log import FetchDataInfo, LogAppendInfo, PartitionLog
-from odradek.log.producer_state import ProducerStateManager
+from odradek.log.validator import AppendOrigin, analyze_and_validate, validate_for_leader
+from odradek.metadata.model import PartitionState
 from odradek.protocol.topic_partition import TopicPartition
+from odradek.replication.delayed_fetch import FetchEndOffsets, IsolationLevel
+
+# ListOffsets' special timestamps (KIP-79, KIP-734).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+# DeleteRecords' offset for "up to the high watermark" (DeleteRecordsRequest.HIGH_WATERMARK).
+HIGH_WATERMARK = -1
+# What the leader knows of a follower that has not fetched yet.
+UNKNOWN_OFFSET = -1
+NO_LEADER = -1
 
 
 class PartitionError(Exception):
     """A request cannot be served by this partition here; ``error_code`` says why."""
 
-    def __init__(self, error_code: ErrorCode) -> None:
-        super().__init__(error_code.name)
+    def __init__(self, error_code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or error_code.name)
         self.error_code = error_code
 
 
+@dataclass(slots=True)
+class RemoteReplica:
+    """What the leader knows of one follower, from its last fetch."""
+
+    log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndEpoch:
+    """ListOffsets' answer: an offset, its record's timestamp (or -1), its leader epoch."""
+
+    offset: int
+    timestamp: int = -1
+    leader_epoch: int = -1
+
+
 class Partition:
-    def __init__(
-        self,
-        topic_partition: TopicPartition,
-        log: PartitionLog,
-        *,
-        leader_id: int,
-        leader_epoch: int,
-        isr: tuple[int, ...],
-        topic_config: dict[str, Any],
-    ) -> None:
+    def __init__(self, topic_partition: TopicPartition, log: PartitionLog, *,
+                 local_broker_id: int, topic_config: dict[str, Any]) -> None:
         self.topic_partition = topic_partition
         self.log = log
-        self.leader_id = leader_id
-        self.leader_epoch = leader_epoch
-        self.isr = isr
+        self.local_broker_id = local_broker_id
         # The effective topic-level configs (max.message.bytes, cleanup.policy, ...), parsed.
         self.topic_config = topic_config
-        self._advance_high_watermark()
+        self.leader_id = NO_LEADER
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self._remote_replicas: dict[int, RemoteReplica] = {}
+
+    # -- role --------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_broker_id
+
+    def make_leader(self, state: PartitionState) -> bool:
+        """Applies a state naming this broker leader; True if it was not leader at that
+        epoch before (Kafka's ``makeLeader``). A new epoch starts in the leader-epoch cache
+        at the log end offset, and the followers' positions are forgotten until they fetch
+        again; the high watermark may move at once (with the ISR this broker alone, to
+        the log end offset)."""
+        became = not self.is_leader or state.leader_epoch != self.leader_epoch
+        self._apply(state)
+        if became:
+            self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+            self._remote_replicas = {
+                replica: RemoteReplica() for replica in state.replicas
+                if replica != self.local_broker_id
+            }
+        self.maybe_increment_leader_high_watermark()
+        return became
+
+    def make_follower(self, state: PartitionState) -> bool:
+        """Applies a state naming another broker leader (or none); True if this broker led
+        the partition or followed another leader epoch before (Kafka's ``makeFollower``)."""
+        became = self.is_leader or state.leader_epoch != self.leader_epoch
+        self._apply(state)
+        self._remote_replicas = {}
+        return became
+
+    def _apply(self, state: PartitionState) -> None:
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.partition_epoch = state.partition_epoch
+        self.replicas = state.replicas
+        self.isr = state.isr
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """KIP-320: a client that knows an older epoch is fenced; a newer one, unknown to us."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.none
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        return ErrorCode.unknown_leader_epoch
+
+    def _check_leader(self, current_leader_epoch: int = -1, *, leader_only: bool = True) -> None:
+        error = self.check_leader_epoch(current_leader_epoch)
+        if error is not ErrorCode.none:
+            raise PartitionError(error)
+        if leader_only and not self.is_leader:
+            raise PartitionError(ErrorCode.not_leader_or_follower)
+
+    # -- offsets -----------------------------------------------------------------------
 
     @property
     def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Without transactions, nothing is undecided: the high watermark."""
         return self.log.high_watermark
 
     @property
@@ -67,32 +161,152 @@ class Partition:
         return self.log.log_end_offset
 
     @property
-    def producer_state(self) -> ProducerStateManager:
-        return self.log.producer_state
+    def low_watermark(self) -> int:
+        """The smallest log start offset among the replicas (DeleteRecords' answer)."""
+        starts = [self.log.log_start_offset] + [
+            r.log_start_offset for r in self._remote_replicas.values()
+        ]
+        return min(starts)
 
-    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
-        """KIP-320: a client that knows an older epoch is fenced; a newer one, unknown to us."""
-        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
-            return ErrorCode.none
-        if current_leader_epoch < self.leader_epoch:
-            return ErrorCode.fenced_leader_epoch
-        return ErrorCode.unknown_leader_epoch
+    def maybe_increment_leader_high_watermark(self) -> bool:
+        """Moves the high watermark up to the smallest log end offset in the ISR (Kafka's
+        ``maybeIncrementLeaderHW``); True if it moved. A follower not yet heard from holds
+        it back."""
+        if not self.is_leader:
+            return False
+        ends = [self.log.log_end_offset] + [
+            self._remote_replicas[replica].log_end_offset
+            for replica in self.isr if replica in self._remote_replicas
+        ]
+        new_high_watermark = min(ends)
+        if new_high_watermark <= self.log.high_watermark:
+            return False
+        self.log.update_high_watermark(new_high_watermark)
+        return True
 
-    def append_records_to_leader(self, records: bytearray, now_ms: int) -> LogAppendInfo:
-        """Appends one batch (a Produce request carries exactly one per partition) at this
-        leader's epoch; raises a ``ProducerStateError`` for a producer's batch refused, and
-        answers a retry with the original's offsets."""
+    def check_enough_replicas_reached(self, required_offset: int) -> tuple[bool, ErrorCode]:
+        """Whether an acks=-1 produce whose records end before ``required_offset`` can be
+        answered, and with what (Kafka's ``checkEnoughReplicasReachOffset``)."""
+        if not self.is_leader:
+            return True, ErrorCode.not_leader_or_follower
+        if self.log.high_watermark < required_offset:
+            return False, ErrorCode.none
+        if len(self.isr) < self.topic_config["min.insync.replicas"]:
+            return True, ErrorCode.not_enough_replicas_after_append
+        return True, ErrorCode.none
+
+    # -- append ------------------------------------------------------------------------
+
+    def append_records_to_leader(self, records: bytearray, *, origin: AppendOrigin,
+                                 required_acks: int, now_ms: int,
+                                 produce_version: int | None = None
+                                 ) -> tuple[LogAppendInfo, bool]:
+        """Validates and appends one batch as leader; returns what the append did and
+        whether the high watermark moved.
+
+        Raises ``PartitionError`` when not the leader or, for acks=-1, when the ISR is
+        smaller than ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS: nothing is written);
+        the validator's and the log's typed errors otherwise.
+        """
+        self._check_leader()
+        if required_acks == -1 and len(self.isr) < self.topic_config["min.insync.replicas"]:
+            raise PartitionError(
+                ErrorCode.not_enough_replicas,
+                f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the "
+                f"min.isr requirement of {self.topic_config['min.insync.replicas']} for "
+                f"partition {self.topic_partition}")
+        batch = analyze_and_validate(records, origin=origin,
+                                     max_message_bytes=self.topic_config["max.message.bytes"])
+        validate_for_leader(batch, self.topic_config, topic_partition=self.topic_partition,
+                            origin=origin, now_ms=now_ms, produce_version=produce_version)
         info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
-        self._advance_high_watermark()
-        return info
+        return info, self.maybe_increment_leader_high_watermark()
 
-    def read_records(self, fetch_offset: int, max_bytes: int, *, min_one_batch: bool) -> FetchDataInfo:
-        """Reads committed data only: nothing at or past the high watermark."""
-        return self.log.read(
-            fetch_offset, max_bytes, max_offset=self.high_watermark, min_one_batch=min_one_batch
-        )
+    def append_records_to_follower(self, records: bytearray, *, now_ms: int) -> LogAppendInfo:
+        """Appends what the leader sent, at the offsets it carries (a follower's fetch);
+        the log checks each batch's CRC and that the offsets continue its own."""
+        if self.is_leader:
+            raise PartitionError(ErrorCode.not_leader_or_follower)
+        return self.log.append_as_follower(records, now_ms=now_ms)
 
-    def _advance_high_watermark(self) -> None:
-        # With this broker as the whole ISR, everything in the log is replicated to the ISR.
-        if self.isr == (self.leader_id,):
-            self.log.update_high_watermark(self.log.log_end_offset)
+    # -- read --------------------------------------------------------------------------
+
+    def read_records(self, fetch_offset: int, max_bytes: int, *,
+                     isolation_level: IsolationLevel, from_follower: bool,
+                     current_leader_epoch: int = -1, min_one_batch: bool) -> FetchDataInfo:
+        """Whole batches from ``fetch_offset``, up to the bound the reader may see: the log
+        end offset for a follower, the last stable offset for read_committed, the high
+        watermark otherwise. Raises ``PartitionError`` when not the leader or fenced, and
+        ``OffsetOutOfRangeError`` outside [log_start_offset, log_end_offset]."""
+        self._check_leader(current_leader_epoch)
+        return self.log.read(fetch_offset, max_bytes,
+                             max_offset=self._upper_bound(isolation_level, from_follower),
+                             min_one_batch=min_one_batch)
+
+    def _upper_bound(self, isolation_level: IsolationLevel, from_follower: bool) -> int:
+        if from_follower:
+            return self.log.log_end_offset
+        if isolation_level is IsolationLevel.READ_COMMITTED:
+            return self.last_stable_offset
+        return self.high_watermark
+
+    def fetch_end_offsets(self, current_leader_epoch: int) -> FetchEndOffsets:
+        """Where the log end offset, high watermark and last stable offset sit, for a
+        delayed fetch to count the bytes it could read. Raises ``PartitionError`` when the
+        fetch must answer now (not the leader any more, or fenced)."""
+        self._check_leader(current_leader_epoch)
+        end = self.log.log_end_offset_metadata
+        high_watermark = (end if self.log.high_watermark == end.message_offset
+                          else self.log.offset_metadata(self.log.high_watermark))
+        return FetchEndOffsets(log_end_offset=end, high_watermark=high_watermark,
+                               last_stable_offset=high_watermark)
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
+                                    log_start_offset: int) -> bool:
+        """A follower fetched from ``fetch_offset``: it holds everything below it. Returns
+        whether the high watermark moved (Kafka's ``updateFollowerFetchState``)."""
+        replica = self._remote_replicas.get(replica_id)
+        if replica is None:
+            raise PartitionError(ErrorCode.not_leader_or_follower,
+                                 f"{replica_id} is not a replica of {self.topic_partition}")
+        replica.log_end_offset = fetch_offset
+        replica.log_start_offset = log_start_offset
+        return self.maybe_increment_leader_high_watermark()
+
+    # -- ListOffsets and DeleteRecords -------------------------------------------------
+
+    def fetch_offset_for_timestamp(self, timestamp: int, *, isolation_level: IsolationLevel,
+                                   from_follower: bool, current_leader_epoch: int = -1
+                                   ) -> OffsetAndEpoch | None:
+        """ListOffsets (KIP-79, KIP-734), against the bound the caller may see: None when
+        no record at or after ``timestamp`` lies below it."""
+        self._check_leader(current_leader_epoch)
+        self.log.check_online()  # the offsets in memory of an offline log are no answer
+        bound = self._upper_bound(isolation_level, from_follower)
+        if timestamp == LATEST_TIMESTAMP:
+            return OffsetAndEpoch(bound, -1, self.leader_epoch)
+        if timestamp == EARLIEST_TIMESTAMP:
+            return OffsetAndEpoch(self.log.log_start_offset, -1, self._epoch_of(
+                self.log.log_start_offset))
+        found = (self.log.max_timestamp_and_offset() if timestamp == MAX_TIMESTAMP
+                 else self.log.offset_for_timestamp(timestamp))
+        if found is None or found.offset >= bound:
+            return None
+        return OffsetAndEpoch(found.offset, found.timestamp, self._epoch_of(found.offset))
+
+    def _epoch_of(self, offset: int) -> int:
+        return self.log.leader_epoch_cache.epoch_for_offset(offset)
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """DeleteRecords: moves the log start offset up to ``offset`` (-1: the high
+        watermark); returns the new log start offset."""
+        self._check_leader()
+        if "delete" not in self.topic_config["cleanup.policy"]:
+            raise PartitionError(ErrorCode.policy_violation)
+        return self.log.delete_records_before(
+            self.high_watermark if offset == HIGH_WATERMARK else offset)
+
+    def __repr__(self) -> str:
+        return (f"Partition({self.topic_partition}, leader={self.leader_id}, "
+                f"leader_epoch={self.leader_epoch}, isr={self.isr}, "
+                f"high_watermark={self.high_watermark})")

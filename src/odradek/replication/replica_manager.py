@@ -1,9 +1,22 @@
-"""``ReplicaManager``: the partitions this broker hosts, appends, reads and delayed fetches.
+"""``ReplicaManager``: the partitions this broker hosts, and the only way to write or read them.
 
-Handlers reach the logs only through here. A fetch that cannot be answered yet (fewer than
-``min_bytes`` available) waits on :meth:`ReplicaManager.wait_for_appends`, which resolves as
-soon as any of the watched partitions receives data, so a long poll answers when the data
-arrives and not at its timeout (Kafka's DelayedFetch).
+Handlers reach the logs only through here, as in Kafka:
+
+* :meth:`append_records` appends a produce's (or a coordinator's) batches as leader and
+  answers through a callback: at once for acks=0 and acks=1, or, for acks=-1, once every
+  in-sync replica has the records (the high watermark passed them) — a ``DelayedProduce``
+  in the produce purgatory, answered REQUEST_TIMED_OUT at ``timeout_ms``;
+* :meth:`fetch_messages` reads for a consumer or a follower and answers at once when there
+  are ``min_bytes``, an error or no wait, otherwise from the fetch purgatory
+  (``DelayedFetch``) when enough arrives or at ``max_wait_ms``;
+* :meth:`delete_records` moves log start offsets, waiting (``DelayedDeleteRecords``) until
+  every replica has moved too;
+* :meth:`become_leader_or_follower` applies the partition states the metadata store
+  publishes: a partition changes role without being rebuilt.
+
+Every time a high watermark moves, the delayed operations watching that partition are
+checked. The purgatories are sans-I/O with the clock given here; one timer on the event
+loop (``call_later``) expires them at the earliest deadline.
 
 Producers idle for ``producer.id.expiration.ms`` are forgotten every
 ``producer.id.expiration.check.interval.ms`` (Kafka's scheduled task), checked at the first
@@ -16,14 +29,79 @@ This class is not thread-safe: the broker's event loop owns it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+import logging
+import shutil
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.log import LogAppendInfo, LogConfig, LogManager
+from odradek.log import LogConfig, LogError, LogManager, OffsetOutOfRangeError
+from odradek.log.validator import AppendOrigin, RecordValidationError
+from odradek.metadata.model import INTERNAL_TOPICS, PartitionState
+from odradek.protocol.records import RecordsError
 from odradek.protocol.topic_partition import TopicPartition
-from odradek.replication.partition import Partition, PartitionError
+from odradek.replication.delayed_fetch import (
+    DelayedFetch,
+    FetchEndOffsets,
+    FetchParams,
+    FetchPartitionError,
+    IsolationLevel,
+    LogReadResult,
+    PartitionFetchInfo,
+)
+from odradek.replication.delayed_produce import (
+    DelayedDeleteRecords,
+    DelayedProduce,
+    DeleteRecordsPartitionStatus,
+    ProducePartitionResult,
+    ProducePartitionStatus,
+)
+from odradek.replication.partition import OffsetAndEpoch, Partition, PartitionError
+from odradek.replication.purgatory import DelayedOperationPurgatory
+
+logger = logging.getLogger(__name__)
+
+# Produce's acks: none, the leader, every in-sync replica.
+VALID_ACKS = (0, 1, -1)
+CallLater = Callable[[float, Callable[[], None]], asyncio.TimerHandle]
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _call_later_on_running_loop(delay_s: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+    return asyncio.get_running_loop().call_later(delay_s, callback)
+
+
+@dataclass(frozen=True, slots=True)
+class RoleChanges:
+    """What :meth:`ReplicaManager.become_leader_or_follower` changed here."""
+
+    became_leader: list[TopicPartition] = field(default_factory=list)
+    became_follower: list[TopicPartition] = field(default_factory=list)
+    removed: list[TopicPartition] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirPartition:
+    topic_partition: TopicPartition
+    size: int
+    offset_lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One log dir for DescribeLogDirs; ``error`` is KAFKA_STORAGE_ERROR when offline."""
+
+    path: str
+    error: ErrorCode
+    partitions: list[LogDirPartition] = field(default_factory=list)
+    total_bytes: int = -1
+    usable_bytes: int = -1
 
 
 class ReplicaManager:
@@ -33,23 +111,44 @@ class ReplicaManager:
         log_manager: LogManager,
         clock: Callable[[], int],
         broker_config: Callable[[str], Any],
+        *,
+        monotonic_clock: Callable[[], int] = monotonic_ms,
+        call_later: CallLater = _call_later_on_running_loop,
     ) -> None:
-        """``broker_config`` gives a broker config's current value by name (they may change
-        at runtime)."""
+        """``clock`` gives wall-clock milliseconds (timestamps, producer expiration);
+        ``monotonic_clock`` the milliseconds delayed operations' deadlines are measured in,
+        and ``call_later`` schedules their expiration. ``broker_config`` gives a broker
+        config's current value by name (they may change at runtime)."""
         self.node_id = node_id
         self.log_manager = log_manager
         self.clock = clock
+        self._monotonic_clock = monotonic_clock
+        self._call_later = call_later
         self._broker_config = broker_config
         self._partitions: dict[TopicPartition, Partition] = {}
-        self._fetch_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = \
+            DelayedOperationPurgatory("Produce", monotonic_clock)
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = \
+            DelayedOperationPurgatory("Fetch", monotonic_clock)
+        self.delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = \
+            DelayedOperationPurgatory("DeleteRecords", monotonic_clock)
+        self._purgatories = (self.produce_purgatory, self.fetch_purgatory,
+                             self.delete_records_purgatory)
+        self._expiration: asyncio.TimerHandle | None = None
+        self._expiration_deadline_ms: int | None = None
         self._next_producer_expiration_check_ms = 0
+
+    # -- partitions --------------------------------------------------------------------
 
     def get_partition(self, topic_partition: TopicPartition) -> Partition | None:
         return self._partitions.get(topic_partition)
 
+    def partitions(self) -> Iterable[Partition]:
+        return self._partitions.values()
+
     def leader_partition(self, topic_partition: TopicPartition,
                          current_leader_epoch: int = -1) -> Partition:
-        """The partition led here, for a client request naming the leader epoch it knows
+        """The partition led here, for a request naming the leader epoch it knows
         (KIP-320); raises :class:`PartitionError` with the code to answer otherwise."""
         partition = self._partitions.get(topic_partition)
         if partition is None:
@@ -57,97 +156,383 @@ class ReplicaManager:
         error = partition.check_leader_epoch(current_leader_epoch)
         if error is not ErrorCode.none:
             raise PartitionError(error)
+        if not partition.is_leader:
+            raise PartitionError(ErrorCode.not_leader_or_follower)
         return partition
 
-    def partitions(self) -> Iterable[Partition]:
-        return self._partitions.values()
+    def _leader_or_none(self, topic_partition: TopicPartition) -> Partition | None:
+        partition = self._partitions.get(topic_partition)
+        return partition if partition is not None and partition.is_leader else None
 
-    def make_leader(
-        self,
-        topic_partition: TopicPartition,
-        *,
-        leader_epoch: int,
-        isr: tuple[int, ...],
-        log_config: LogConfig,
-        topic_config: dict[str, Any],
-    ) -> Partition:
-        log = self.log_manager.get_or_create(
-            topic_partition.topic, topic_partition.partition, log_config
-        )
-        partition = Partition(
-            topic_partition,
-            log,
-            leader_id=self.node_id,
-            leader_epoch=leader_epoch,
-            isr=isr,
-            topic_config=topic_config,
-        )
-        self._partitions[topic_partition] = partition
-        return partition
+    def become_leader_or_follower(self, topic: str, states: Iterable[PartitionState], *,
+                                  log_config: LogConfig, topic_config: dict[str, Any]
+                                  ) -> RoleChanges:
+        """Applies partition states from the metadata store: this broker leads, follows, or
+        no longer hosts each partition. A hosted partition keeps its object and its log
+        through a role change; waiting produces and fetches on a partition that stops being
+        led here are answered now (NOT_LEADER_OR_FOLLOWER)."""
+        changes = RoleChanges()
+        for state in states:
+            tp = TopicPartition(topic, state.partition)
+            if self.node_id not in state.replicas:
+                if tp in self._partitions:
+                    self.stop_replica(tp, delete=True)
+                    changes.removed.append(tp)
+                continue
+            partition = self._partitions.get(tp)
+            if partition is None:
+                log = self.log_manager.get_or_create(tp.topic, tp.partition, log_config)
+                partition = Partition(tp, log, local_broker_id=self.node_id,
+                                      topic_config=topic_config)
+                self._partitions[tp] = partition
+            if state.leader == self.node_id:
+                if partition.make_leader(state):
+                    changes.became_leader.append(tp)
+            elif partition.make_follower(state):
+                changes.became_follower.append(tp)
+            # Waiting operations see the new role: the ISR may have moved the high
+            # watermark, and a partition no longer led here answers NOT_LEADER_OR_FOLLOWER.
+            self._complete_delayed_requests(tp)
+        return changes
 
-    def update_config(self, topic_partition: TopicPartition, log_config: LogConfig, topic_config: dict[str, Any]) -> None:
+    def update_config(self, topic_partition: TopicPartition, log_config: LogConfig,
+                      topic_config: dict[str, Any]) -> None:
         partition = self._partitions.get(topic_partition)
         if partition is not None:
             partition.log.update_config(log_config)
             partition.topic_config = topic_config
 
-    def remove_partition(self, topic_partition: TopicPartition, *, delete: bool) -> None:
+    def stop_replica(self, topic_partition: TopicPartition, *, delete: bool) -> None:
+        """This broker no longer hosts the partition; its log goes with ``delete``."""
         partition = self._partitions.pop(topic_partition, None)
         if partition is None:
             return
         if delete:
             self.log_manager.delete_partition(topic_partition.topic, topic_partition.partition)
         else:
-            partition.log.close()  # with its producer state snapshot
-        self._wake(topic_partition)
+            partition.log.close()
+        self._complete_all_delayed(topic_partition)
 
-    def append(self, partition: Partition, records: bytearray) -> LogAppendInfo:
+    def shutdown(self) -> None:
+        """A clean stop: answers every waiting operation with what it has, before the
+        LogManager closes the logs."""
+        if self._expiration is not None:
+            self._expiration.cancel()
+            self._expiration = None
+        for tp in list(self._partitions):
+            self._complete_all_delayed(tp)
+
+    # -- append ------------------------------------------------------------------------
+
+    def append_records(
+        self,
+        entries: Mapping[TopicPartition, bytes | bytearray],
+        *,
+        acks: int,
+        timeout_ms: int,
+        origin: AppendOrigin,
+        respond: Callable[[dict[TopicPartition, ProducePartitionResult]], None],
+        internal_topics_allowed: bool = False,
+        produce_version: int | None = None,
+    ) -> None:
+        """Appends each partition's batch as leader and calls ``respond`` with every
+        partition's result: at once for acks 0 and 1, once the ISR has the records for
+        acks=-1 (or at ``timeout_ms``). A partition that must be fsynced first
+        (``flush.messages``) is answered after its flush, whatever the acks."""
         now_ms = self.clock()
         if now_ms >= self._next_producer_expiration_check_ms:
             self._remove_expired_producers(now_ms)
-        info = partition.append_records_to_leader(records, now_ms)
-        self._wake(partition.topic_partition)
-        return info
+        statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        moved: list[TopicPartition] = []
+        for tp, records in entries.items():
+            status = self._append_to_local_log(
+                tp, records, acks=acks, origin=origin, now_ms=now_ms, moved=moved,
+                internal_topics_allowed=internal_topics_allowed or origin is not AppendOrigin.CLIENT,
+                produce_version=produce_version)
+            statuses[tp] = status
+        for tp in moved:
+            self._complete_delayed_requests(tp)
+        if not any(status.pending for status in statuses.values()):
+            # acks 0 and 1, and acks=-1 refused or (on one node) already replicated: the
+            # common path answers without a delayed operation.
+            respond({tp: status.result for tp, status in statuses.items()})
+            return
+        for tp, status in statuses.items():
+            if status.flush_pending:
+                self._flush(tp, status)
+        operation = DelayedProduce(self._monotonic_clock() + timeout_ms, statuses,
+                                   self._leader_or_none, respond)
+        if not self.produce_purgatory.try_complete_else_watch(operation, list(statuses)):
+            self._schedule_expiration()
+
+    def _append_to_local_log(self, tp: TopicPartition, records: bytes | bytearray, *,
+                             acks: int, origin: AppendOrigin, now_ms: int,
+                             moved: list[TopicPartition], internal_topics_allowed: bool,
+                             produce_version: int | None) -> ProducePartitionStatus:
+        result = ProducePartitionResult()
+        status = ProducePartitionStatus(-1, result, acks_pending=False)
+        if acks not in VALID_ACKS:
+            result.fail(ErrorCode.invalid_required_acks)
+            return status
+        if tp.topic in INTERNAL_TOPICS and not internal_topics_allowed:
+            result.fail(ErrorCode.invalid_topic_exception,
+                        f"Cannot append to internal topic {tp.topic}")
+            return status
+        partition = self._partitions.get(tp)
+        if partition is None:
+            result.fail(ErrorCode.unknown_topic_or_partition)
+            return status
+        try:
+            info, high_watermark_moved = partition.append_records_to_leader(
+                records if isinstance(records, bytearray) else bytearray(records),
+                origin=origin, required_acks=acks, now_ms=now_ms,
+                produce_version=produce_version)
+        except RecordValidationError as exc:
+            result.fail(exc.error_code, exc.error_message)
+            result.record_errors = tuple((e.batch_index, e.batch_index_error_message)
+                                         for e in exc.record_errors)
+            return status
+        except (PartitionError, RecordsError, LogError) as exc:
+            result.fail(exc.error_code, str(exc))
+            return status
+        except OSError as exc:
+            logger.error("append to %s failed: %s", tp, exc)
+            result.fail(ErrorCode.kafka_storage_error, str(exc))
+            return status
+        if high_watermark_moved:
+            moved.append(tp)
+        result.base_offset = info.first_offset
+        result.log_append_time = info.log_append_time
+        result.log_start_offset = info.log_start_offset
+        status.required_offset = info.last_offset + 1
+        status.flush_pending = info.needs_flush and acks != 0
+        if acks == -1:
+            # Already replicated when the high watermark passed the records (one node).
+            status.acks_pending = partition.high_watermark < status.required_offset
+        return status
+
+    def _flush(self, tp: TopicPartition, status: ProducePartitionStatus) -> None:
+        """flush.messages was reached: the answer waits for the fsync, which runs on a
+        thread so that the event loop keeps serving everyone else."""
+        partition = self._partitions[tp]
+
+        def flushed(future: asyncio.Future[None]) -> None:
+            status.flush_pending = False
+            error = future.exception()
+            if error is not None:  # KafkaStorageError: the log dir is now offline
+                logger.error("flush of %s failed: %s", tp, error)
+                status.result.fail(ErrorCode.kafka_storage_error, str(error))
+            self.produce_purgatory.check_and_complete(tp)
+
+        asyncio.get_running_loop().run_in_executor(
+            None, partition.log.flush_to, status.required_offset).add_done_callback(flushed)
 
     def _remove_expired_producers(self, now_ms: int) -> None:
         expiration_ms = self._broker_config("producer.id.expiration.ms")
         for partition in self._partitions.values():
-            partition.producer_state.remove_expired_producers(now_ms, expiration_ms)
+            partition.log.producer_state.remove_expired_producers(now_ms, expiration_ms)
         self._next_producer_expiration_check_ms = (
             now_ms + self._broker_config("producer.id.expiration.check.interval.ms")
         )
 
-    def shutdown(self) -> None:
-        """A clean stop (Kafka's ``ReplicaManager.shutdown``): no partition is served here
-        any more and a fetch still waiting is woken; the LogManager then closes the logs
-        (their producer state snapshots, index files) and writes the checkpoints."""
-        partitions, self._partitions = self._partitions, {}
-        for topic_partition in partitions:
-            self._wake(topic_partition)
+    # -- fetch -------------------------------------------------------------------------
 
-    # -- delayed fetch -----------------------------------------------------------------
+    def fetch_messages(self, params: FetchParams,
+                       respond: Callable[[dict[TopicPartition, LogReadResult]], None]) -> None:
+        """Reads every partition of a fetch and calls ``respond`` with the results: at once
+        when there is an error, no wait, or ``min_bytes`` of data, otherwise when enough
+        arrives (for a consumer, below the high watermark) or at ``max_wait_ms``. A
+        follower's fetch also tells the leader how far the follower got."""
+        results = self.read_from_local_log(params)
+        if params.is_from_follower:
+            self._update_follower_fetch_state(params, results)
+        total_bytes = sum(result.size for result in results.values())
+        if (params.max_wait_ms <= 0 or not params.partitions or total_bytes >= params.min_bytes
+                or any(result.error is not ErrorCode.none for result in results.values())):
+            respond(results)
+            return
+        try:
+            fetch_offsets = {tp: self._partitions[tp].log.offset_metadata(info.fetch_offset)
+                             for tp, info in params.partitions.items()}
+        except LogError:  # a log dir failed since the read: answer with what was read
+            respond(results)
+            return
+        operation = DelayedFetch(
+            self._monotonic_clock() + params.max_wait_ms, params, fetch_offsets,
+            self._fetch_end_offsets, self.read_from_local_log, respond)
+        if not self.fetch_purgatory.try_complete_else_watch(operation, list(params.partitions)):
+            self._schedule_expiration()
 
-    def wait_for_appends(self, topic_partitions: Iterable[TopicPartition]) -> asyncio.Future[None]:
-        """A future resolved at the next append to any of ``topic_partitions``.
+    def read_from_local_log(self, params: FetchParams) -> dict[TopicPartition, LogReadResult]:
+        """Reads each partition within ``max_bytes`` for the whole fetch; the first
+        partition with data returns at least one whole batch, however large, so a consumer
+        never stalls behind a batch bigger than its limits (KIP-74)."""
+        remaining = params.max_bytes
+        first = True
+        results = {}
+        for tp, info in params.partitions.items():
+            result = self._read_partition(tp, info, params, max(0, min(info.partition_max_bytes,
+                                                                        remaining)), first)
+            if result.size:
+                first = False
+                remaining -= result.size
+            results[tp] = result
+        return results
 
-        The caller must pass it to :meth:`stop_waiting` when done, timed out or not.
-        """
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        for tp in topic_partitions:
-            self._fetch_waiters.setdefault(tp, set()).add(future)
-        return future
+    def _read_partition(self, tp: TopicPartition, info: PartitionFetchInfo, params: FetchParams,
+                        max_bytes: int, min_one_batch: bool) -> LogReadResult:
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return LogReadResult(ErrorCode.unknown_topic_or_partition)
+        try:
+            data = partition.read_records(
+                info.fetch_offset, max_bytes, isolation_level=params.isolation_level,
+                from_follower=params.is_from_follower,
+                current_leader_epoch=info.current_leader_epoch, min_one_batch=min_one_batch)
+        except PartitionError as exc:
+            return LogReadResult(exc.error_code)
+        except OffsetOutOfRangeError:
+            return self._offsets_result(partition, ErrorCode.offset_out_of_range)
+        except LogError as exc:  # KAFKA_STORAGE_ERROR: the partition's log dir failed
+            return LogReadResult(exc.error_code)
+        return self._offsets_result(partition, ErrorCode.none, data.records)
 
-    def stop_waiting(self, topic_partitions: Iterable[TopicPartition], future: asyncio.Future[None]) -> None:
-        for tp in topic_partitions:
-            waiters = self._fetch_waiters.get(tp)
-            if waiters is not None:
-                waiters.discard(future)
-                if not waiters:
-                    del self._fetch_waiters[tp]
+    @staticmethod
+    def _offsets_result(partition: Partition, error: ErrorCode, records: bytes = b""
+                        ) -> LogReadResult:
+        return LogReadResult(
+            error=error, records=records, high_watermark=partition.high_watermark,
+            last_stable_offset=partition.last_stable_offset,
+            log_start_offset=partition.log_start_offset,
+            log_end_offset=partition.log_end_offset)
 
-    def _wake(self, topic_partition: TopicPartition) -> None:
-        waiters = self._fetch_waiters.pop(topic_partition, None)
-        if waiters:
-            for future in waiters:
-                if not future.done():
-                    future.set_result(None)
+    def _fetch_end_offsets(self, tp: TopicPartition, info: PartitionFetchInfo,
+                           params: FetchParams) -> FetchEndOffsets:
+        partition = self._partitions.get(tp)
+        if partition is None:
+            raise FetchPartitionError(f"{tp} is not hosted here any more")
+        try:
+            return partition.fetch_end_offsets(info.current_leader_epoch)
+        except (PartitionError, LogError) as exc:
+            raise FetchPartitionError(str(exc)) from exc
+
+    def _update_follower_fetch_state(self, params: FetchParams,
+                                     results: dict[TopicPartition, LogReadResult]) -> None:
+        for tp, info in params.partitions.items():
+            partition = self._partitions.get(tp)
+            if partition is None or results[tp].error is not ErrorCode.none:
+                continue
+            try:
+                moved = partition.update_follower_fetch_state(
+                    params.replica_id, info.fetch_offset, info.log_start_offset)
+            except PartitionError as exc:
+                results[tp] = LogReadResult(exc.error_code)
+                continue
+            if moved:
+                self._complete_delayed_requests(tp)
+            else:
+                self.delete_records_purgatory.check_and_complete(tp)
+
+    # -- ListOffsets and DeleteRecords -------------------------------------------------
+
+    def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int, *,
+                                   isolation_level: IsolationLevel, from_follower: bool,
+                                   current_leader_epoch: int = -1) -> OffsetAndEpoch | None:
+        """ListOffsets for one partition led here; raises ``PartitionError`` (and the
+        log's typed errors) with the code to answer."""
+        partition = self._partitions.get(tp)
+        if partition is None:
+            raise PartitionError(ErrorCode.unknown_topic_or_partition)
+        try:
+            return partition.fetch_offset_for_timestamp(
+                timestamp, isolation_level=isolation_level, from_follower=from_follower,
+                current_leader_epoch=current_leader_epoch)
+        except LogError as exc:  # KAFKA_STORAGE_ERROR: the partition's log dir failed
+            raise PartitionError(exc.error_code, str(exc)) from exc
+
+    def delete_records(self, offsets: Sequence[tuple[TopicPartition, int]], *, timeout_ms: int,
+                       respond: Callable[[list[DeleteRecordsPartitionStatus]], None]) -> None:
+        """DeleteRecords (KIP-107) on partitions led here, in request order (a partition
+        named twice is answered twice): each log start offset moves now, and the answer
+        waits until every replica's has (the low watermark)."""
+        statuses = []
+        for tp, offset in offsets:
+            status = DeleteRecordsPartitionStatus(tp, required_offset=-1)
+            statuses.append(status)
+            partition = self._partitions.get(tp)
+            try:
+                if partition is None:
+                    raise PartitionError(ErrorCode.not_leader_or_follower)
+                status.required_offset = partition.delete_records_on_leader(offset)
+            except OffsetOutOfRangeError:
+                status.pending, status.error = False, ErrorCode.offset_out_of_range
+            except (PartitionError, LogError) as exc:
+                status.pending, status.error = False, exc.error_code
+        operation = DelayedDeleteRecords(self._monotonic_clock() + timeout_ms, statuses,
+                                         self._leader_or_none, respond)
+        keys = list(dict.fromkeys(status.topic_partition for status in statuses))
+        if not self.delete_records_purgatory.try_complete_else_watch(operation, keys):
+            self._schedule_expiration()
+
+    # -- DescribeLogDirs ---------------------------------------------------------------
+
+    def describe_log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirDescription]:
+        """Each log dir with its partitions' sizes (``wanted`` None: all of them); an
+        offline dir, or one whose disk cannot be measured, answers KAFKA_STORAGE_ERROR."""
+        descriptions = []
+        for log_dir in self.log_manager.log_dirs:
+            path = str(log_dir.absolute())
+            try:
+                if log_dir in self.log_manager.offline_dirs:
+                    raise OSError(self.log_manager.offline_dirs[log_dir])
+                usage = shutil.disk_usage(log_dir)
+            except OSError as exc:
+                logger.warning("Unable to describe replica dirs for %s: %s", path, exc)
+                descriptions.append(LogDirDescription(path, ErrorCode.kafka_storage_error))
+                continue
+            partitions = []
+            for tp in self.log_manager.partitions_in_dir(log_dir):
+                if wanted is not None and tp not in wanted:
+                    continue
+                log = self.log_manager.get(tp.topic, tp.partition)
+                # Kafka's getLogEndOffsetLag: how far the log end is behind the high
+                # watermark, which only a lagging follower's is.
+                partitions.append(LogDirPartition(
+                    tp, log.size_in_bytes, max(log.high_watermark - log.log_end_offset, 0)))
+            descriptions.append(LogDirDescription(path, ErrorCode.none, partitions,
+                                                  usage.total, usage.free))
+        return descriptions
+
+    # -- delayed operations ------------------------------------------------------------
+
+    def _complete_delayed_requests(self, tp: TopicPartition) -> None:
+        """The high watermark (or a replica's position) of ``tp`` moved: waiting produces,
+        fetches and DeleteRecords may complete (Kafka's ``tryCompleteDelayedRequests``)."""
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
+
+    def _complete_all_delayed(self, tp: TopicPartition) -> None:
+        for purgatory in self._purgatories:
+            purgatory.complete_all(tp)
+
+    def _schedule_expiration(self) -> None:
+        """One timer for the earliest deadline of all purgatories."""
+        deadlines = [d for p in self._purgatories if (d := p.next_deadline_ms()) is not None]
+        if not deadlines:
+            return
+        deadline_ms = min(deadlines)
+        if self._expiration is not None:
+            if self._expiration_deadline_ms <= deadline_ms:
+                return
+            self._expiration.cancel()
+        self._expiration_deadline_ms = deadline_ms
+        delay_s = max(0, deadline_ms - self._monotonic_clock()) / 1000
+        self._expiration = self._call_later(delay_s, self.expire_delayed_operations)
+
+    def expire_delayed_operations(self) -> None:
+        """Completes what is past its deadline, then waits for the next one."""
+        self._expiration = self._expiration_deadline_ms = None
+        for purgatory in self._purgatories:
+            purgatory.expire_due()
+        self._schedule_expiration()

@@ -6,12 +6,12 @@ allows; the first request that needs a group coordinator creates ``__consumer_of
 with ``offsets.topic.num.partitions`` partitions, replication factor
 ``min(offsets.topic.replication.factor, live brokers)`` and Kafka's compacted configs, as
 Kafka's manager of the same name does. Topics are created through the metadata store, whose
-event makes the broker create their logs.
+event makes the broker create their logs and lead them (and the group coordinator load the
+``__consumer_offsets`` partitions led here).
 """
 
 from __future__ import annotations
 
-from odradek.coordinator.group import GroupCoordinator
 from odradek.coordinator.group.offsets_topic import OFFSETS_TOPIC, offsets_topic_configs
 from odradek.metadata.model import TopicMetadata
 from odradek.metadata.store import MetadataStore, TopicExistsError
@@ -19,11 +19,9 @@ from odradek.server.config import BrokerConfig
 
 
 class AutoTopicCreationManager:
-    def __init__(self, metadata: MetadataStore, config: BrokerConfig,
-                 group_coordinator: GroupCoordinator) -> None:
+    def __init__(self, metadata: MetadataStore, config: BrokerConfig) -> None:
         self._metadata = metadata
         self._config = config
-        self._group_coordinator = group_coordinator
 
     async def create_topic(self, name: str) -> TopicMetadata:
         """``name`` with the broker's defaults, or ``__consumer_offsets`` with its own."""
@@ -46,5 +44,4 @@ class AutoTopicCreationManager:
                     offsets_topic_configs(get))
             except TopicExistsError:  # created by a request that got here first
                 topic = store.topic(OFFSETS_TOPIC)
-        self._group_coordinator.manager.load()  # the partitions this broker now leads
         return topic

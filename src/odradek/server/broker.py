@@ -2,16 +2,21 @@
 
 It wires the layers together — the logs (``LogManager``), the metadata store, the replica
 manager and the listeners (``SocketServer``) — and turns metadata events into partition
-changes: a created topic gets its logs, a deleted one loses them and its committed offsets,
-a changed config reaches every partition. Request handlers get the narrow services of
-:meth:`Broker.services`, never the Broker.
+changes: the partition states of a created topic, of added partitions, or changed by the
+controller go to ``ReplicaManager.become_leader_or_follower``, which makes this broker lead
+or follow each partition it hosts (and tells the group coordinator when it gains or loses
+an ``__consumer_offsets`` partition); a deleted topic loses its logs and its committed
+offsets; a changed config reaches every partition. Request handlers get the narrow services
+of :meth:`Broker.services`, never the Broker. The metadata store's backend is chosen from
+the configuration: without ``zookeeper.connect``, the embedded local store.
 
 Lifecycle: ``await start()`` binds the listeners and opens the logs; ``await stop()`` stops
 accepting, answers the requests already received, then flushes and closes every log and
 leaves each log dir's clean shutdown marker. In between, background tasks do the log's
 periodic work, as Kafka's scheduler does: retention, flushing dirty logs (``flush.ms`` and
 rolled segments; the fsync runs on an executor thread so the event loop never waits for the
-disk), writing the recovery point and log start offset checkpoints, removing deleted segments'
+disk), writing the recovery point and log start offset checkpoints and the high watermark
+checkpoint (``replica.high.watermark.checkpoint.interval.ms``), removing deleted segments'
 files after ``file.delete.delay.ms``, and compacting ``cleanup.policy=compact`` logs.
 """
 
@@ -28,12 +33,14 @@ from odradek.coordinator.group import GROUP_TICK_MS, group_coordinator_over
 from odradek.log import KafkaStorageError, LogManager
 from odradek.log.cleaner import CleanerConfig, LogCleaner
 from odradek.metadata.local import LocalMetadataStore
-from odradek.metadata.model import BrokerInfo, Endpoint, TopicMetadata
+from odradek.coordinator.group.offsets_topic import OFFSETS_TOPIC
+from odradek.metadata.model import BrokerInfo, Endpoint, PartitionState, TopicMetadata
 from odradek.metadata.store import (
     BrokerConfigChanged,
     MetadataEvent,
     MetadataStore,
     PartitionsAdded,
+    PartitionStatesChanged,
     TopicConfigChanged,
     TopicCreated,
     TopicDeleted,
@@ -41,7 +48,12 @@ from odradek.metadata.store import (
 from odradek.protocol.topic_partition import TopicPartition
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.auto_topic_creation import AutoTopicCreationManager
-from odradek.server.config import BrokerConfig, effective_topic_config, to_log_config
+from odradek.server.config import (
+    BrokerConfig,
+    ConfigError,
+    effective_topic_config,
+    to_log_config,
+)
 from odradek.server.dispatcher import Dispatcher
 from odradek.server.quotas import ClientQuotas
 from odradek.server.services import Services
@@ -106,9 +118,7 @@ class Broker:
         me = BrokerInfo(self.node_id, tuple(
             Endpoint(e.name, e.host or bound[e.name][0], e.port or bound[e.name][1])
             for e in self.config.advertised_listeners))
-        self.metadata = LocalMetadataStore(
-            self.config.log_dirs[0], me, self.config.get("cluster.id")
-        )
+        self.metadata = self._open_metadata_store(me)
         self.config.set_dynamic(self.metadata.broker_configs(cluster_default=True),
                                 per_broker=False)
         self.config.set_dynamic(self.metadata.broker_configs())
@@ -116,10 +126,10 @@ class Broker:
         self.log_manager.load_all(
             lambda topic: to_log_config(self.topic_config(topic)),
             hosted=[TopicPartition(topic.name, state.partition) for topic in topics
-                    for state in topic.partitions if state.leader == self.node_id],
+                    for state in topic.partitions if self.node_id in state.replicas],
         )
         for topic in topics:
-            self._host_partitions(topic, topic.partitions)
+            self._become_leader_or_follower(topic, topic.partitions)
         self.metadata.subscribe(self._on_metadata_event)
         self.group_coordinator.startup()  # replays the __consumer_offsets partitions led here
         self._start_background_tasks()
@@ -141,12 +151,21 @@ class Broker:
         await self._socket_server.close_connections(SHUTDOWN_DRAIN_SECONDS)
         if (cleaner := getattr(self, "_cleaner", None)) is not None:
             await asyncio.to_thread(cleaner.close)  # the worker process, after its round
-        self.replica_manager.shutdown()  # producer state snapshots, before the logs close
+        self.replica_manager.shutdown()  # waiting produces and fetches answered
         self.log_manager.close_all()  # flush, checkpoints, clean shutdown markers
         if self.metadata is not None:
             self.metadata.close()
         self._socket_server = None
         log.info("odradek broker %d stopped", self.node_id)
+
+    def _open_metadata_store(self, me: BrokerInfo) -> MetadataStore:
+        """The backend the configuration names: ZooKeeper with ``zookeeper.connect``, else
+        the embedded single-node store in the first log dir."""
+        if self.config.get("zookeeper.connect"):
+            raise ConfigError(
+                "zookeeper.connect is set, but this broker has no ZooKeeper metadata backend; "
+                "unset it to run on the embedded local metadata store", "zookeeper.connect")
+        return LocalMetadataStore(self.config.log_dirs[0], me, self.config.get("cluster.id"))
 
     def _call_soon_threadsafe(self, callback: Callable[[], object]) -> None:
         """Hands work from another thread (a flush) to the event loop."""
@@ -159,9 +178,7 @@ class Broker:
             metadata=self.metadata,
             replica_manager=self.replica_manager,
             group_coordinator=self.group_coordinator,
-            log_manager=self.log_manager,
-            auto_topic_creation=AutoTopicCreationManager(
-                self.metadata, self.config, self.group_coordinator),
+            auto_topic_creation=AutoTopicCreationManager(self.metadata, self.config),
         )
 
     # -- background tasks --------------------------------------------------------------
@@ -181,6 +198,9 @@ class Broker:
              lambda: min(get("log.flush.offset.checkpoint.interval.ms"),
                          get("log.flush.start.offset.checkpoint.interval.ms")) / 1000,
              self._write_checkpoints),
+            ("highwatermark-checkpoint",
+             lambda: get("replica.high.watermark.checkpoint.interval.ms") / 1000,
+             self._write_high_watermark_checkpoints),
             ("kafka-delete-logs",
              lambda: FILE_DELETE_CHECK_SECONDS, self._delete_due_files),
             ("group-coordinator", lambda: GROUP_TICK_MS / 1000, self._tick_group_coordinator),
@@ -241,6 +261,13 @@ class Broker:
         snapshot = self.log_manager.checkpoint_snapshot()
         await self._loop.run_in_executor(None, self.log_manager.write_checkpoints, snapshot)
 
+    async def _write_high_watermark_checkpoints(self) -> None:
+        """``replication-offset-checkpoint``: a restart opens each log at the high watermark
+        saved here, not at its log end, which followers may not have."""
+        snapshot = self.log_manager.high_watermark_checkpoint_snapshot()
+        await self._loop.run_in_executor(
+            None, self.log_manager.write_high_watermark_checkpoints, snapshot)
+
     async def _delete_due_files(self) -> None:
         self.log_manager.delete_due_files()
 
@@ -255,23 +282,17 @@ class Broker:
         metadata = self.metadata.topic(topic) if self.metadata else None
         return effective_topic_config(metadata.configs if metadata else {}, self.config)
 
-    async def create_topic(
-        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
-    ) -> TopicMetadata:
-        return await self.metadata.create_topic(name, num_partitions, replication_factor, configs)
-
-    def _host_partitions(self, topic: TopicMetadata, partitions) -> None:
+    def _become_leader_or_follower(self, topic: TopicMetadata,
+                                   states: tuple[PartitionState, ...]) -> None:
         topic_config = self.topic_config(topic.name)
-        log_config = to_log_config(topic_config)
-        for state in partitions:
-            if state.leader == self.node_id:
-                self.replica_manager.make_leader(
-                    TopicPartition(topic.name, state.partition),
-                    leader_epoch=state.leader_epoch,
-                    isr=state.isr,
-                    log_config=log_config,
-                    topic_config=topic_config,
-                )
+        changes = self.replica_manager.become_leader_or_follower(
+            topic.name, states, log_config=to_log_config(topic_config),
+            topic_config=topic_config)
+        if topic.name == OFFSETS_TOPIC:
+            for tp in changes.became_leader:
+                self.group_coordinator.on_elected(tp.partition)
+            for tp in changes.became_follower + changes.removed:
+                self.group_coordinator.on_resigned(tp.partition)
 
     def _refresh_configs(self, topic: TopicMetadata) -> None:
         topic_config = self.topic_config(topic.name)
@@ -284,13 +305,15 @@ class Broker:
     def _on_metadata_event(self, event: MetadataEvent) -> None:
         match event:
             case TopicCreated(topic):
-                self._host_partitions(topic, topic.partitions)
+                self._become_leader_or_follower(topic, topic.partitions)
             case PartitionsAdded(topic, previous_count):
-                self._host_partitions(topic, topic.partitions[previous_count:])
+                self._become_leader_or_follower(topic, topic.partitions[previous_count:])
+            case PartitionStatesChanged(topic, states):
+                self._become_leader_or_follower(topic, states)
             case TopicDeleted(topic):
                 partitions = [TopicPartition(topic.name, s.partition) for s in topic.partitions]
                 for tp in partitions:
-                    self.replica_manager.remove_partition(tp, delete=True)
+                    self.replica_manager.stop_replica(tp, delete=True)
                 self.group_coordinator.on_partitions_deleted(partitions)
             case TopicConfigChanged(topic):
                 self._refresh_configs(topic)

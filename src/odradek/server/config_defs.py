@@ -526,6 +526,7 @@ _BROKER_ROWS = (
     ConfigDef("offsets.topic.segment.bytes", _I, 100 * 1024**2, "Segment size of __consumer_offsets.", Range(1)),
     ConfigDef("offsets.retention.minutes", _I, 7 * 24 * 60, "Committed offsets of an empty group are kept this long.", Range(1)),
     ConfigDef("offsets.retention.check.interval.ms", _L, 10 * MINUTE_MS, "How often expired offsets are looked for.", Range(1)),
+    ConfigDef("offsets.commit.timeout.ms", _I, 5000, "An offset commit waits this long for the replicas of __consumer_offsets to have it.", Range(1)),
     # transactions and producer state
     ConfigDef("transaction.state.log.num.partitions", _I, 50, "Partitions of __transaction_state.", Range(1)),
     ConfigDef("transaction.state.log.replication.factor", _SH, 3, "Replication factor of __transaction_state.", Range(1)),

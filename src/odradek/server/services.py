@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from odradek.coordinator.group import GroupCoordinator
-from odradek.log import LogManager
 from odradek.metadata.store import MetadataStore
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.auto_topic_creation import AutoTopicCreationManager
@@ -28,7 +27,6 @@ class Services:
     metadata: MetadataStore
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
-    log_manager: LogManager  # log dirs, for DescribeLogDirs
     auto_topic_creation: AutoTopicCreationManager
 
 

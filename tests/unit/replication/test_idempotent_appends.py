@@ -1,32 +1,28 @@
-"""The leader's side of KIP-98: `Partition` checks a producer's batch before the append and
-records it after, snapshots the producer state when a segment rolls and when it closes, and
-`ReplicaManager` forgets idle producers with the clock it is given."""
+"""The leader's side of KIP-98 through ``ReplicaManager.append_records``: the log checks a
+producer's batch before the append and records it after, snapshots the producer state when
+a segment rolls and when it closes, and the replica manager forgets idle producers with the
+clock it is given."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from kio.schema.errors import ErrorCode
 
-from odradek.log import LogConfig, LogManager
-from odradek.log.producer_state import OutOfOrderSequenceError, decode_snapshot, snapshot_path
+from replication_harness import (
+    CHECK_INTERVAL_MS,
+    EXPIRATION_MS,
+    LOCAL,
+    NOW_MS,
+    ORDERS,
+    append,
+    apply,
+)
+from odradek.log.producer_state import decode_snapshot, snapshot_path
+from odradek.metadata.model import PartitionState
 from odradek.protocol.records import NO_TIMESTAMP, Record, build_batch
-from odradek.protocol.topic_partition import TopicPartition
-from odradek.replication.replica_manager import ReplicaManager
+from odradek.replication.delayed_produce import ProducePartitionResult
 
 PRODUCER_ID = 7
-NOW_MS = 1_700_000_000_000
-EXPIRATION_MS = 60_000
-CHECK_INTERVAL_MS = 10_000
-TOPIC_PARTITION = TopicPartition("orders", 0)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now_ms = NOW_MS
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 def batch(first_seq: int, count: int = 1, *, producer_id: int = PRODUCER_ID,
@@ -37,93 +33,85 @@ def batch(first_seq: int, count: int = 1, *, producer_id: int = PRODUCER_ID,
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def lead(replica_manager, broker_config):
+    def lead(**overrides: str):
+        apply(replica_manager, broker_config, PartitionState(0, LOCAL, 0, (LOCAL,), (LOCAL,)),
+              **overrides)
+        return replica_manager.get_partition(ORDERS)
+    return lead
 
 
-@pytest.fixture
-def replica_manager(tmp_path: Path, clock: Clock):
-    configs = {"producer.id.expiration.ms": EXPIRATION_MS,
-               "producer.id.expiration.check.interval.ms": CHECK_INTERVAL_MS}
-    log_manager = LogManager([tmp_path], clock=clock)
-    manager = ReplicaManager(0, log_manager, clock, configs.__getitem__)
-    yield manager
-    manager.shutdown()
-    log_manager.close_all()
+def produce(replica_manager, records: bytearray) -> ProducePartitionResult:
+    [result] = append(replica_manager, records)
+    return result
 
 
-def lead(replica_manager: ReplicaManager, log_config: LogConfig = LogConfig()):
-    return replica_manager.make_leader(TOPIC_PARTITION, leader_epoch=0, isr=(0,),
-                                       log_config=log_config, topic_config={})
+def test_a_retry_is_answered_with_the_original_offsets_and_not_appended(replica_manager, lead):
+    partition = lead()
+    first = produce(replica_manager, batch(0, 3))
+    produce(replica_manager, batch(3))
 
+    retry = produce(replica_manager, batch(0, 3))
 
-def test_a_retry_is_answered_with_the_original_offsets_and_not_appended(replica_manager):
-    partition = lead(replica_manager)
-    first = replica_manager.append(partition, batch(0, 3))
-    replica_manager.append(partition, batch(3))
-
-    retry = replica_manager.append(partition, batch(0, 3))
-
-    assert (retry.first_offset, retry.last_offset) == (first.first_offset, first.last_offset)
+    assert retry.error is ErrorCode.none and retry.base_offset == first.base_offset
     assert retry.log_append_time == NO_TIMESTAMP
     assert partition.log_end_offset == 4
 
 
-def test_on_log_append_time_topics_a_retry_gets_the_original_append_time(replica_manager,
+def test_on_log_append_time_topics_a_retry_gets_the_original_append_time(replica_manager, lead,
                                                                          clock):
-    partition = lead(replica_manager, LogConfig(message_timestamp_type="LogAppendTime"))
-    first = replica_manager.append(partition, batch(0))
+    lead(**{"message.timestamp.type": "LogAppendTime"})
+    first = produce(replica_manager, batch(0))
     clock.now_ms += 5_000
 
-    retry = replica_manager.append(partition, batch(0))
+    retry = produce(replica_manager, batch(0))
 
     assert retry.log_append_time == first.log_append_time == NOW_MS
 
 
-def test_a_refused_batch_leaves_the_log_as_it_was(replica_manager):
-    partition = lead(replica_manager)
-    replica_manager.append(partition, batch(0))
-    with pytest.raises(OutOfOrderSequenceError):
-        replica_manager.append(partition, batch(2))
+def test_a_refused_batch_leaves_the_log_as_it_was(replica_manager, lead):
+    partition = lead()
+    produce(replica_manager, batch(0))
+    assert produce(replica_manager, batch(2)).error is ErrorCode.out_of_order_sequence_number
     assert partition.log_end_offset == 1
 
 
-def test_a_roll_snapshots_the_state_as_of_the_new_segment(replica_manager):
-    partition = lead(replica_manager, LogConfig(segment_bytes=300))
+def test_a_roll_snapshots_the_state_as_of_the_new_segment(replica_manager, lead):
+    partition = lead(**{"segment.bytes": "300"})
     for seq in range(6):
-        replica_manager.append(partition, batch(seq))
+        produce(replica_manager, batch(seq))
     base_offsets = [segment.base_offset for segment in partition.log.segments]
     assert len(base_offsets) > 2
 
     # Each snapshot holds what came before its offset: the batch at the offset is not in it.
-    snapshots = partition.producer_state.snapshot_offsets()
+    snapshots = partition.log.producer_state.snapshot_offsets()
     assert snapshots == base_offsets[1:][-2:]
     [entry] = decode_snapshot(snapshot_path(partition.log.directory, snapshots[-1]).read_bytes())
     assert entry.batches[-1].last_offset == snapshots[-1] - 1
 
 
-def test_closing_a_partition_snapshots_the_state_at_the_log_end(replica_manager):
-    partition = lead(replica_manager)
-    replica_manager.append(partition, batch(0, 2))
-    replica_manager.remove_partition(TOPIC_PARTITION, delete=False)
+def test_closing_a_partition_snapshots_the_state_at_the_log_end(replica_manager, lead):
+    partition = lead()
+    produce(replica_manager, batch(0, 2))
+    replica_manager.stop_replica(ORDERS, delete=False)
     assert snapshot_path(partition.log.directory, 2).exists()
 
 
 def test_idle_producers_are_forgotten_at_the_first_append_after_the_check_interval(
-        replica_manager, clock):
-    partition = lead(replica_manager)
-    replica_manager.append(partition, batch(0, producer_id=PRODUCER_ID))
+        replica_manager, lead, clock):
+    partition = lead()
+    produce(replica_manager, batch(0, producer_id=PRODUCER_ID))
     clock.now_ms += EXPIRATION_MS
-    replica_manager.append(partition, batch(0, producer_id=PRODUCER_ID + 1,
+    produce(replica_manager, batch(0, producer_id=PRODUCER_ID + 1,
                                             timestamp=clock.now_ms))
-    assert partition.producer_state.entry(PRODUCER_ID) is None
-    assert partition.producer_state.entry(PRODUCER_ID + 1) is not None
+    assert partition.log.producer_state.entry(PRODUCER_ID) is None
+    assert partition.log.producer_state.entry(PRODUCER_ID + 1) is not None
 
 
 def test_producers_are_not_checked_for_expiry_more_often_than_the_interval(
-        replica_manager, clock):
-    partition = lead(replica_manager)
-    replica_manager.append(partition, batch(0, producer_id=PRODUCER_ID + 1))  # checks now
+        replica_manager, lead, clock):
+    partition = lead()
+    produce(replica_manager, batch(0, producer_id=PRODUCER_ID + 1))  # checks now
     clock.now_ms += CHECK_INTERVAL_MS - 1
-    replica_manager.append(partition, batch(0, timestamp=NOW_MS - EXPIRATION_MS))
-    assert partition.producer_state.entry(PRODUCER_ID) is not None  # expired, not yet removed
+    produce(replica_manager, batch(0, timestamp=NOW_MS - EXPIRATION_MS))
+    assert partition.log.producer_state.entry(PRODUCER_ID) is not None  # expired, not yet removed

@@ -22,5 +22,5 @@ def group_coordinator_over(replica_manager, topic, config, clock) -> GroupCoordi
     manager; ``topic`` looks a topic up in the metadata store, ``config`` reads a broker
     config by name."""
     return GroupCoordinator(
-        GroupMetadataManager(ReplicaOffsetsStore(replica_manager, topic), config, clock),
+        GroupMetadataManager(ReplicaOffsetsStore(replica_manager, topic, config), config, clock),
         config, clock)

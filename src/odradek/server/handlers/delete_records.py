@@ -11,58 +11,67 @@ Kafka 3.9 (ReplicaManager.deleteRecordsOnLocalLog, Partition.deleteRecordsOnLead
   OFFSET_OUT_OF_RANGE;
 * the answer is the partition's low watermark: its log start offset afterwards.
 
-On a single node every replica is at the new log start offset at once, so Kafka's wait for
-the followers (DelayedDeleteRecords) is never needed.
+The answer waits until every replica's log start offset reached the new one (Kafka's
+DelayedDeleteRecords), or until the request's timeout; on a single node that is at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from kio.schema.errors import ErrorCode
 
-from odradek.log import OffsetOutOfRangeError
 from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
+from odradek.protocol.messages import millis
 from odradek.protocol.topic_partition import TopicPartition
+from odradek.replication.delayed_produce import DeleteRecordsPartitionStatus
 from odradek.replication.replica_manager import ReplicaManager
+from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
 
-HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK
 INVALID_LOW_WATERMARK = -1
 
 
 @handles(ApiKey.DELETE_RECORDS)
 def handle_delete_records(ctx: RequestContext, request, metadata: MetadataStore,
                           replica_manager: ReplicaManager) -> object:
-    topics = [
+    wanted = [(TopicPartition(topic.name, p.partition_index), p.offset)
+              for topic in request.topics for p in topic.partitions]
+    refused = [_metadata_error(metadata, tp) for tp, _ in wanted]
+    completion: Completion[list[DeleteRecordsPartitionStatus]] = Completion()
+    replica_manager.delete_records(
+        [entry for entry, error in zip(wanted, refused) if error is ErrorCode.none],
+        timeout_ms=millis(request.timeout), respond=completion)
+    return completion.then(lambda deleted: _response(ctx, request, refused, iter(deleted)))
+
+
+def _response(ctx: RequestContext, request, refused: list[ErrorCode],
+              deleted: Iterator[DeleteRecordsPartitionStatus]) -> object:
+    """The answers in request order: the metadata's refusal, or the next deletion's."""
+    errors = iter(refused)
+    return ctx.respond(topics=[
         {"name": topic.name,
-         "partitions": [_delete(metadata, replica_manager, topic.name, p.partition_index,
-                                p.offset)
+         "partitions": [_result(p.partition_index, next(errors), deleted)
                         for p in topic.partitions]}
-        for topic in request.topics
-    ]
-    return ctx.respond(topics=topics)
+        for topic in request.topics])
 
 
-def _delete(store: MetadataStore, replica_manager: ReplicaManager, topic_name: str,
-            index: int, offset: int) -> dict:
-    topic = store.topic(topic_name)
-    if topic is None or not 0 <= index < len(topic.partitions):
-        return _result(index, ErrorCode.unknown_topic_or_partition)
+def _metadata_error(metadata: MetadataStore, tp: TopicPartition) -> ErrorCode:
+    topic = metadata.topic(tp.topic)
+    if topic is None or not 0 <= tp.partition < len(topic.partitions):
+        return ErrorCode.unknown_topic_or_partition
     if topic.is_internal:
-        return _result(index, ErrorCode.invalid_topic_exception)
-    partition = replica_manager.get_partition(TopicPartition(topic_name, index))
-    if partition is None:
-        return _result(index, ErrorCode.not_leader_or_follower)
-    if "delete" not in partition.topic_config["cleanup.policy"]:
-        return _result(index, ErrorCode.policy_violation)
-    if offset == HIGH_WATERMARK:
-        offset = partition.high_watermark
-    try:
-        low_watermark = partition.log.delete_records_before(offset)
-    except OffsetOutOfRangeError:
-        return _result(index, ErrorCode.offset_out_of_range)
-    return _result(index, ErrorCode.none, low_watermark)
+        return ErrorCode.invalid_topic_exception
+    return ErrorCode.none
 
 
-def _result(index: int, error: ErrorCode, low_watermark: int = INVALID_LOW_WATERMARK) -> dict:
-    return {"partition_index": index, "low_watermark": low_watermark, "error_code": error}
+def _result(index: int, refused: ErrorCode,
+            deleted: Iterator[DeleteRecordsPartitionStatus]) -> dict:
+    if refused is not ErrorCode.none:
+        return {"partition_index": index, "low_watermark": INVALID_LOW_WATERMARK,
+                "error_code": refused}
+    status = next(deleted)
+    low_watermark = (status.low_watermark if status.error is ErrorCode.none
+                     else INVALID_LOW_WATERMARK)
+    return {"partition_index": index, "low_watermark": low_watermark, "error_code": status.error}

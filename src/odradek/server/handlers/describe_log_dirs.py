@@ -11,54 +11,39 @@ alone.
 
 from __future__ import annotations
 
-import logging
-import shutil
-from pathlib import Path
-
 from kio.schema.errors import ErrorCode
 
-from odradek.log import LogManager
 from odradek.protocol.api import ApiKey
+from odradek.protocol.topic_partition import TopicPartition
+from odradek.replication.replica_manager import LogDirDescription, ReplicaManager
 from odradek.server.handlers import RequestContext, handles
-
-log = logging.getLogger(__name__)
 
 
 @handles(ApiKey.DESCRIBE_LOG_DIRS)
-def handle_describe_log_dirs(ctx: RequestContext, request, log_manager: LogManager) -> object:
+def handle_describe_log_dirs(ctx: RequestContext, request,
+                             replica_manager: ReplicaManager) -> object:
     wanted = None
     if request.topics is not None:
-        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
-    results = [_describe(log_manager, log_dir, wanted) for log_dir in log_manager.log_dirs]
-    return ctx.respond(error_code=ErrorCode.none, results=results)
+        wanted = {TopicPartition(t.topic, p) for t in request.topics for p in t.partitions}
+    return ctx.respond(error_code=ErrorCode.none, results=[
+        _result(log_dir) for log_dir in replica_manager.describe_log_dirs(wanted)])
 
 
-def _describe(log_manager: LogManager, log_dir: Path, wanted: set | None) -> dict:
-    path = str(log_dir.absolute())
-    offline = {"error_code": ErrorCode.kafka_storage_error, "log_dir": path, "topics": []}
-    if log_dir in log_manager.offline_dirs:
-        return offline
-    try:
-        usage = shutil.disk_usage(log_dir)
-    except OSError as exc:
-        log.warning("Unable to describe replica dirs for %s: %s", path, exc)
-        return offline
+def _result(log_dir: LogDirDescription) -> dict:
+    if log_dir.error is not ErrorCode.none:
+        return {"error_code": log_dir.error, "log_dir": log_dir.path, "topics": []}
     topics: dict[str, list[dict]] = {}
-    for tp in log_manager.partitions_in_dir(log_dir):
-        topic, index = tp.topic, tp.partition
-        if wanted is not None and (topic, index) not in wanted:
-            continue
-        partition_log = log_manager.get(topic, index)
-        topics.setdefault(topic, []).append({
-            "partition_index": index,
-            "partition_size": partition_log.size_in_bytes,
-            "offset_lag": max(partition_log.high_watermark - partition_log.log_end_offset, 0),
+    for partition in log_dir.partitions:
+        topics.setdefault(partition.topic_partition.topic, []).append({
+            "partition_index": partition.topic_partition.partition,
+            "partition_size": partition.size,
+            "offset_lag": partition.offset_lag,
             "is_future_key": False,
         })
     return {
         "error_code": ErrorCode.none,
-        "log_dir": path,
+        "log_dir": log_dir.path,
         "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-        "total_bytes": usage.total,
-        "usable_bytes": usage.free,
+        "total_bytes": log_dir.total_bytes,
+        "usable_bytes": log_dir.usable_bytes,
     }
