@@ -15,7 +15,6 @@ import time
 
 import pytest
 
-from odradek.log.validator import AppendOrigin
 from odradek.protocol.api import ApiKey, request_class
 from odradek.protocol.messages import build
 from odradek.protocol.records import Record, build_batch
@@ -100,7 +99,7 @@ def test_an_append_between_the_fetch_read_and_its_long_poll_answers_it(
         long_poll = odradek_broker.handle(ApiKey.FETCH, 12, fetch)
         broker.replica_manager.append_records(
             {TopicPartition(topic, 0): bytearray(build_batch([Record(0, 0, b"k", b"v")]))},
-            acks=1, timeout_ms=1_000, origin=AppendOrigin.CLIENT, respond=lambda _: None)
+            acks=1, timeout_ms=1_000, respond=lambda _: None)
         started = time.monotonic()
         response = await asyncio.wait_for(long_poll, MAX_WAIT_MS / 1000 * 2)
         return time.monotonic() - started, response.responses[0].partitions[0].records

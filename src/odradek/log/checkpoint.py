@@ -62,14 +62,16 @@ def read_checkpoint_file(path: Path, fields: int) -> list[list[str]]:
     return entries
 
 
-def write_checkpoint_file(path: Path, entries: Sequence[str]) -> None:
-    """Replaces ``path`` atomically with ``entries`` (one line each), fsynced."""
+def write_checkpoint_file(path: Path, entries: Sequence[str], *, sync: bool = True) -> None:
+    """Replaces ``path`` atomically with ``entries`` (one line each), fsynced unless
+    ``sync`` is false (the caller then fsyncs it later, off the event loop)."""
     lines = [str(_VERSION), str(len(entries)), *entries]
     temporary = path.with_name(path.name + ".tmp")
     with open(temporary, "w") as f:
         f.write("\n".join(lines) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(temporary, path)
 
 

@@ -17,12 +17,14 @@ epoch at or below 3 and its end; for epoch 5, the latest, the log end offset. A 
 truncates to that offset before it fetches, so a diverging tail it wrote under an older
 leader goes (KIP-101, KIP-279).
 
-The file is written (fsynced, replaced atomically) whenever the entries change: at the
-first batch of each epoch and at truncation, both rare, so the cost stays off the append
-path. It is absent until the first entry. A crash between a truncation of the log and
-that of the file leaves entries beyond the log end offset; the log cuts them at open.
+The file is replaced atomically whenever the entries change: at the first batch of each
+epoch and at truncation, both rare. It is not fsynced then, which would stall the event loop
+(a new topic's partitions each start an epoch): :meth:`LeaderEpochFileCache.flush` fsyncs
+it with the log's records, on the flush thread, as Kafka does since KAFKA-15046. What a
+crash loses of it the log restores at open: recovery assigns the epochs of the batches it
+recovers, and entries beyond the log end offset are cut. It is absent until the first entry.
 
-This class is not thread-safe: the broker's event loop owns it.
+This class is not thread-safe: the broker's event loop owns it, except :meth:`flush`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import NamedTuple
 
 from odradek.log.checkpoint import (
     CorruptCheckpointError,
+    fsync_path,
     read_checkpoint_file,
     write_checkpoint_file,
 )
@@ -60,6 +63,8 @@ class LeaderEpochFileCache:
     def __init__(self, directory: Path, entries: list[EpochEntry] | None = None) -> None:
         self.path = directory / LEADER_EPOCH_CHECKPOINT
         self._entries: list[EpochEntry] = entries or []
+        # The file was replaced since it was last fsynced (read and cleared by flush).
+        self._unsynced = False
 
     @classmethod
     def load(cls, directory: Path) -> LeaderEpochFileCache:
@@ -161,8 +166,18 @@ class LeaderEpochFileCache:
 
     def _write(self) -> None:
         write_checkpoint_file(
-            self.path, [f"{entry.epoch} {entry.start_offset}" for entry in self._entries]
+            self.path, [f"{entry.epoch} {entry.start_offset}" for entry in self._entries],
+            sync=False,
         )
+        self._unsynced = True
+
+    def flush(self) -> None:
+        """fsyncs the file if it changed since the last flush; safe on the flush thread
+        (the flag is cleared first, so a write meanwhile is flushed next time). Raises
+        ``OSError`` like any flush."""
+        if self._unsynced:
+            self._unsynced = False
+            fsync_path(self.path)
 
     def __repr__(self) -> str:
         return f"LeaderEpochFileCache({str(self.path.parent)!r}, {self._entries})"

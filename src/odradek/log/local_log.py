@@ -276,6 +276,7 @@ class LocalLog:
                 first = max(bisect_right(bases, self.recovery_point) - 1, 0)
                 for segment in segments[first:]:
                     segment.fsync_log()
+                self._fsync_partition_files()
                 if directory_changes != self._directory_synced:
                     fsync_path(self.directory)
                     self._directory_synced = directory_changes
@@ -284,6 +285,10 @@ class LocalLog:
                 self.context.storage_failed(self, e)
                 raise KafkaStorageError(f"{self.name}: flush failed: {e}") from e
             self.recovery_point = max(self.recovery_point, target)
+
+    def _fsync_partition_files(self) -> None:
+        """fsyncs the partition's files besides the segments, with each flush (on the flush
+        thread); the log that owns such files says which."""
 
     def close(self) -> None:
         """Writes (and fsyncs) the index entries not yet on disk and closes the files, so

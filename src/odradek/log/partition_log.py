@@ -56,7 +56,11 @@ from odradek.log.leader_epoch import LeaderEpochFileCache
 from odradek.log.loader import load_segments
 from odradek.log.offset_metadata import LogOffsetMetadata
 from odradek.log.local_log import UNKNOWN_OFFSET, LocalLog
-from odradek.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from odradek.log.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ProducerStateManager,
+    batches_from,
+)
 from odradek.log.segment import LogSegment, OffsetAndTimestamp
 
 logger = logging.getLogger(__name__)
@@ -129,6 +133,15 @@ class PartitionLog(LocalLog):
         )
         # Kafka's LogLoader: the file may name epochs of records a crash or recovery cut,
         # and predate the last DeleteRecords.
+        if not had_clean_shutdown:
+            # The checkpoint is fsynced with the records, so a crash can leave it behind
+            # the records that survived: a recovered batch of an epoch newer than the
+            # latest known starts that epoch (Kafka's LogSegment.recover).
+            cache = log.leader_epoch_cache
+            for batch in batches_from(log, max(recovery_point, log.log_start_offset)):
+                latest = cache.latest_epoch
+                if latest is None or batch.partition_leader_epoch > latest:
+                    cache.assign(batch.partition_leader_epoch, batch.base_offset)
         log.leader_epoch_cache.truncate_from_end(log.log_end_offset)
         log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
         log.producer_state = ProducerStateManager.load(
@@ -169,16 +182,20 @@ class PartitionLog(LocalLog):
     # -- append ------------------------------------------------------------------------
 
     @on_disk
-    def append_as_leader(self, records: bytearray, *, leader_epoch: int,
-                         now_ms: int) -> LogAppendInfo:
+    def append_as_leader(self, records: bytearray, *, leader_epoch: int, now_ms: int,
+                         batches: list[RecordBatch] | None = None) -> LogAppendInfo:
         """Appends one or more v2 batches the caller validated, stamping each in place with
         its base offset, ``leader_epoch`` and, on LogAppendTime topics, ``now_ms``.
+        ``batches`` are the validator's views over ``records`` (whole batches within
+        ``segment.bytes``), so the headers are not parsed again; without them the log walks
+        ``records`` itself.
 
         A batch with a producer id is checked against the producer state as it was before
         this append (a Produce request carries one batch per partition), raising a
         ``ProducerStateError``; a retry of a batch already written is not appended, and
         the answer is the original's offsets."""
-        batches = whole_batches(records, self.config.segment_bytes)
+        if batches is None:
+            batches = whole_batches(records, self.config.segment_bytes)
         for batch in batches:
             if batch.has_producer_id:
                 duplicate = self.producer_state.validate_append(batch)
@@ -405,12 +422,19 @@ class PartitionLog(LocalLog):
 
     # -- lifecycle ---------------------------------------------------------------------
 
+    def _fsync_partition_files(self) -> None:
+        self.leader_epoch_cache.flush()
+
     def close(self) -> None:
         """A clean close also snapshots the producer state at the log end offset, so that
-        the next start need not replay the log."""
+        the next start need not replay the log, and fsyncs the leader epoch checkpoint."""
         if self.offline_reason is not None:
             return
         self._take_producer_snapshot(self.log_end_offset)
+        try:
+            self.leader_epoch_cache.flush()
+        except OSError as e:  # the records are closed next: recovery restores the epochs
+            logger.warning("%s: leader epoch checkpoint fsync failed: %s", self.name, e)
         super().close()
 
     def __repr__(self) -> str:

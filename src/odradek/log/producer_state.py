@@ -91,7 +91,6 @@ REBUILD_READ_BYTES = 1024 * 1024
 # Kafka's producer.id.expiration.ms default (one day), for a log opened outside a broker.
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
-NO_PRODUCER_EPOCH = -1
 _MAX_SEQUENCE = 2**31 - 1
 
 
@@ -331,7 +330,7 @@ class ProducerStateManager:
             # producers it knows are still worth knowing.
             replay_from = max(offset, log.log_start_offset)
             break
-        for batch in _batches_from(log, replay_from):
+        for batch in batches_from(log, replay_from):
             if batch.has_producer_id:
                 self.update(batch)
         for old in self.snapshot_offsets()[:-SNAPSHOTS_TO_RETAIN]:
@@ -346,7 +345,7 @@ def snapshot_path(directory: Path, offset: int) -> Path:
     return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
 
-def _batches_from(log: PartitionLog, offset: int) -> Iterator[RecordBatch]:
+def batches_from(log: PartitionLog, offset: int) -> Iterator[RecordBatch]:
     """Every batch holding an offset at or after ``offset``, read a chunk at a time."""
     while offset < log.log_end_offset:
         records = log.read(offset, REBUILD_READ_BYTES).records

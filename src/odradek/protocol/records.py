@@ -83,6 +83,7 @@ RECORD_BATCH_OVERHEAD = _HEADER.size  # 61: a batch with no records
 LOG_OVERHEAD = 12  # baseOffset + batchLength: what precedes the length-counted bytes
 MAGIC_V2 = 2
 NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1

@@ -89,28 +89,12 @@ class LogReadResult:
         return len(self.records)
 
 
-@dataclass(frozen=True, slots=True)
-class FetchEndOffsets:
-    """The offsets a fetch measures what is available against, with their positions."""
-
-    log_end_offset: LogOffsetMetadata
-    high_watermark: LogOffsetMetadata
-    last_stable_offset: LogOffsetMetadata
-
-    def end_for(self, params: FetchParams) -> LogOffsetMetadata:
-        if params.is_from_follower:
-            return self.log_end_offset
-        if params.isolation_level is IsolationLevel.READ_COMMITTED:
-            return self.last_stable_offset
-        return self.high_watermark
-
-
 class FetchPartitionError(Exception):
     """The fetch cannot wait for this partition any more: answer now."""
 
 
 ReadPartitions = Callable[[FetchParams], dict[TopicPartition, LogReadResult]]
-EndOffsets = Callable[[TopicPartition, PartitionFetchInfo, FetchParams], FetchEndOffsets]
+EndOffset = Callable[[TopicPartition, PartitionFetchInfo, FetchParams], LogOffsetMetadata]
 
 
 class DelayedFetch(DelayedOperation):
@@ -119,18 +103,18 @@ class DelayedFetch(DelayedOperation):
         deadline_ms: int,
         params: FetchParams,
         fetch_offsets: Mapping[TopicPartition, LogOffsetMetadata],
-        end_offsets: EndOffsets,
+        end_offset: EndOffset,
         read: ReadPartitions,
         respond: Callable[[dict[TopicPartition, LogReadResult]], None],
     ) -> None:
         """``fetch_offsets``: where each partition's fetch offset sat at the first read.
-        ``end_offsets`` gives a partition's current end offsets (raising
+        ``end_offset`` gives where a partition's end for this fetcher sits now (raising
         ``FetchPartitionError`` when the fetch should answer now), ``read`` reads every
         partition of the fetch, ``respond`` takes the answer."""
         super().__init__(deadline_ms)
         self.params = params
         self._fetch_offsets = fetch_offsets
-        self._end_offsets = end_offsets
+        self._end_offset = end_offset
         self._read = read
         self._respond = respond
 
@@ -139,7 +123,7 @@ class DelayedFetch(DelayedOperation):
         for tp, fetch_offset in self._fetch_offsets.items():
             info = self.params.partitions[tp]
             try:
-                end = self._end_offsets(tp, info, self.params).end_for(self.params)
+                end = self._end_offset(tp, info, self.params)
             except FetchPartitionError:
                 return self.force_complete()  # cases A, B, D: answer with the error
             if end.message_offset == fetch_offset.message_offset:

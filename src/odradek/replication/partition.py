@@ -35,7 +35,8 @@ from odradek.log import FetchDataInfo, LogAppendInfo, PartitionLog
 from odradek.log.validator import AppendOrigin, analyze_and_validate, validate_for_leader
 from odradek.metadata.model import PartitionState
 from odradek.protocol.topic_partition import TopicPartition
-from odradek.replication.delayed_fetch import FetchEndOffsets, IsolationLevel
+from odradek.log.offset_metadata import LogOffsetMetadata
+from odradek.replication.delayed_fetch import IsolationLevel
 
 # ListOffsets' special timestamps (KIP-79, KIP-734).
 LATEST_TIMESTAMP = -1
@@ -174,11 +175,11 @@ class Partition:
         it back."""
         if not self.is_leader:
             return False
-        ends = [self.log.log_end_offset] + [
-            self._remote_replicas[replica].log_end_offset
-            for replica in self.isr if replica in self._remote_replicas
-        ]
-        new_high_watermark = min(ends)
+        new_high_watermark = self.log.log_end_offset
+        for replica in self.isr:
+            follower = self._remote_replicas.get(replica)
+            if follower is not None and follower.log_end_offset < new_high_watermark:
+                new_high_watermark = follower.log_end_offset
         if new_high_watermark <= self.log.high_watermark:
             return False
         self.log.update_high_watermark(new_high_watermark)
@@ -219,7 +220,8 @@ class Partition:
                                      max_message_bytes=self.topic_config["max.message.bytes"])
         validate_for_leader(batch, self.topic_config, topic_partition=self.topic_partition,
                             origin=origin, now_ms=now_ms, produce_version=produce_version)
-        info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms,
+                                         batches=[batch])
         return info, self.maybe_increment_leader_high_watermark()
 
     def append_records_to_follower(self, records: bytearray, *, now_ms: int) -> LogAppendInfo:
@@ -250,16 +252,15 @@ class Partition:
             return self.last_stable_offset
         return self.high_watermark
 
-    def fetch_end_offsets(self, current_leader_epoch: int) -> FetchEndOffsets:
-        """Where the log end offset, high watermark and last stable offset sit, for a
-        delayed fetch to count the bytes it could read. Raises ``PartitionError`` when the
-        fetch must answer now (not the leader any more, or fenced)."""
+    def fetch_end_offset(self, current_leader_epoch: int, *, isolation_level: IsolationLevel,
+                         from_follower: bool) -> LogOffsetMetadata:
+        """Where the end a fetcher may read up to sits on disk (see ``read_records``), for
+        a delayed fetch to count the bytes it could read. Raises ``PartitionError`` when
+        the fetch must answer now (not the leader any more, or fenced)."""
         self._check_leader(current_leader_epoch)
         end = self.log.log_end_offset_metadata
-        high_watermark = (end if self.log.high_watermark == end.message_offset
-                          else self.log.offset_metadata(self.log.high_watermark))
-        return FetchEndOffsets(log_end_offset=end, high_watermark=high_watermark,
-                               last_stable_offset=high_watermark)
+        bound = self._upper_bound(isolation_level, from_follower)
+        return end if bound == end.message_offset else self.log.offset_metadata(bound)
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
                                     log_start_offset: int) -> bool:

@@ -86,21 +86,23 @@ class DelayedOperationPurgatory(Generic[Op]):
         """Completes ``operation`` now if it can; otherwise watches it under every key (at
         least one) until it completes or expires. Returns True if it completed now.
 
-        The operation is tried once more after it is watched, as Kafka does, so progress made
-        by a callback run between the first try and the watch is not missed.
+        Kafka tries once more after watching, for progress another thread made in between;
+        here one event loop owns the purgatory and its keys, so nothing can happen between
+        the try and the watch.
         """
         if operation.try_complete():
             return True
+        self.watch(operation, keys)
+        return False
+
+    def watch(self, operation: Op, keys: Iterable[Hashable]) -> None:
+        """Watches ``operation``, which its caller has just found it cannot complete yet."""
         operation.watch_keys = tuple(keys)
         if not operation.watch_keys:
             raise ValueError(f"{self.name}: a delayed operation needs a key to watch")
         for key in operation.watch_keys:
             self._watchers.setdefault(key, []).append(operation)
-        if operation.try_complete():
-            self._unwatch(operation)
-            return True
         heapq.heappush(self._timeouts, (operation.deadline_ms, next(self._sequence), operation))
-        return False
 
     def check_and_complete(self, key: Hashable) -> int:
         """Tries every operation watching ``key``; returns how many completed."""

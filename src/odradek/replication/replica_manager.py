@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,13 +38,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from odradek.log import LogConfig, LogError, LogManager, OffsetOutOfRangeError
+from odradek.log.offset_metadata import LogOffsetMetadata
 from odradek.log.validator import AppendOrigin, RecordValidationError
 from odradek.metadata.model import INTERNAL_TOPICS, PartitionState
 from odradek.protocol.records import RecordsError
 from odradek.protocol.topic_partition import TopicPartition
 from odradek.replication.delayed_fetch import (
     DelayedFetch,
-    FetchEndOffsets,
     FetchParams,
     FetchPartitionError,
     IsolationLevel,
@@ -59,6 +58,7 @@ from odradek.replication.delayed_produce import (
     ProducePartitionResult,
     ProducePartitionStatus,
 )
+from odradek.replication.log_dirs import LogDirDescription, describe_log_dirs
 from odradek.replication.partition import OffsetAndEpoch, Partition, PartitionError
 from odradek.replication.purgatory import DelayedOperationPurgatory
 
@@ -84,24 +84,6 @@ class RoleChanges:
     became_leader: list[TopicPartition] = field(default_factory=list)
     became_follower: list[TopicPartition] = field(default_factory=list)
     removed: list[TopicPartition] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class LogDirPartition:
-    topic_partition: TopicPartition
-    size: int
-    offset_lag: int
-
-
-@dataclass(frozen=True, slots=True)
-class LogDirDescription:
-    """One log dir for DescribeLogDirs; ``error`` is KAFKA_STORAGE_ERROR when offline."""
-
-    path: str
-    error: ErrorCode
-    partitions: list[LogDirPartition] = field(default_factory=list)
-    total_bytes: int = -1
-    usable_bytes: int = -1
 
 
 class ReplicaManager:
@@ -230,8 +212,8 @@ class ReplicaManager:
         *,
         acks: int,
         timeout_ms: int,
-        origin: AppendOrigin,
         respond: Callable[[dict[TopicPartition, ProducePartitionResult]], None],
+        origin: AppendOrigin = AppendOrigin.CLIENT,
         internal_topics_allowed: bool = False,
         produce_version: int | None = None,
     ) -> None:
@@ -359,9 +341,10 @@ class ReplicaManager:
             return
         operation = DelayedFetch(
             self._monotonic_clock() + params.max_wait_ms, params, fetch_offsets,
-            self._fetch_end_offsets, self.read_from_local_log, respond)
-        if not self.fetch_purgatory.try_complete_else_watch(operation, list(params.partitions)):
-            self._schedule_expiration()
+            self._fetch_end_offset, self.read_from_local_log, respond)
+        # The read above found less than min_bytes: there is nothing to try before waiting.
+        self.fetch_purgatory.watch(operation, list(params.partitions))
+        self._schedule_expiration()
 
     def read_from_local_log(self, params: FetchParams) -> dict[TopicPartition, LogReadResult]:
         """Reads each partition within ``max_bytes`` for the whole fetch; the first
@@ -406,13 +389,15 @@ class ReplicaManager:
             log_start_offset=partition.log_start_offset,
             log_end_offset=partition.log_end_offset)
 
-    def _fetch_end_offsets(self, tp: TopicPartition, info: PartitionFetchInfo,
-                           params: FetchParams) -> FetchEndOffsets:
+    def _fetch_end_offset(self, tp: TopicPartition, info: PartitionFetchInfo,
+                          params: FetchParams) -> LogOffsetMetadata:
         partition = self._partitions.get(tp)
         if partition is None:
             raise FetchPartitionError(f"{tp} is not hosted here any more")
         try:
-            return partition.fetch_end_offsets(info.current_leader_epoch)
+            return partition.fetch_end_offset(
+                info.current_leader_epoch, isolation_level=params.isolation_level,
+                from_follower=params.is_from_follower)
         except (PartitionError, LogError) as exc:
             raise FetchPartitionError(str(exc)) from exc
 
@@ -477,31 +462,8 @@ class ReplicaManager:
     # -- DescribeLogDirs ---------------------------------------------------------------
 
     def describe_log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirDescription]:
-        """Each log dir with its partitions' sizes (``wanted`` None: all of them); an
-        offline dir, or one whose disk cannot be measured, answers KAFKA_STORAGE_ERROR."""
-        descriptions = []
-        for log_dir in self.log_manager.log_dirs:
-            path = str(log_dir.absolute())
-            try:
-                if log_dir in self.log_manager.offline_dirs:
-                    raise OSError(self.log_manager.offline_dirs[log_dir])
-                usage = shutil.disk_usage(log_dir)
-            except OSError as exc:
-                logger.warning("Unable to describe replica dirs for %s: %s", path, exc)
-                descriptions.append(LogDirDescription(path, ErrorCode.kafka_storage_error))
-                continue
-            partitions = []
-            for tp in self.log_manager.partitions_in_dir(log_dir):
-                if wanted is not None and tp not in wanted:
-                    continue
-                log = self.log_manager.get(tp.topic, tp.partition)
-                # Kafka's getLogEndOffsetLag: how far the log end is behind the high
-                # watermark, which only a lagging follower's is.
-                partitions.append(LogDirPartition(
-                    tp, log.size_in_bytes, max(log.high_watermark - log.log_end_offset, 0)))
-            descriptions.append(LogDirDescription(path, ErrorCode.none, partitions,
-                                                  usage.total, usage.free))
-        return descriptions
+        """Each log dir with its partitions' sizes (``wanted`` None: all of them)."""
+        return describe_log_dirs(self.log_manager, wanted)
 
     # -- delayed operations ------------------------------------------------------------
 

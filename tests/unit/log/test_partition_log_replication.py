@@ -159,3 +159,34 @@ def test_a_clean_close_snapshots_the_producer_state_at_the_log_end(open_log, log
     log.close()  # a second close writes nothing new
     assert log.producer_state.snapshot_offsets() == [3]
     assert open_log().producer_state.entry(PRODUCER_ID).last_seq == 2
+
+
+# -- the leader epoch checkpoint across a crash --------------------------------------------
+
+
+def test_a_flush_makes_the_leader_epoch_checkpoint_durable_with_the_records(open_log, log_dir,
+                                                                           monkeypatch):
+    synced = []
+    monkeypatch.setattr("odradek.log.leader_epoch.fsync_path", synced.append)
+    log = open_log()
+    log.append_as_follower(replicated(0, 2, epoch=1), now_ms=0)
+    assert synced == []  # not on the append: the event loop never waits for it
+    log.flush_to(log.log_end_offset)
+    assert synced == [log_dir / "leader-epoch-checkpoint"]
+    log.flush_to(log.log_end_offset + 1)
+    assert len(synced) == 1  # unchanged since: nothing to sync
+
+
+def test_a_crash_that_lost_the_latest_epochs_gets_them_back_from_the_recovered_batches(
+        open_log, log_dir):
+    log = open_log()
+    log.append_as_follower(replicated(0, 2, epoch=1), now_ms=0)
+    log.flush_to(log.log_end_offset)
+    stale = (log_dir / "leader-epoch-checkpoint").read_bytes()
+    log.append_as_follower(replicated(2, 2, epoch=3) + replicated(4, 1, epoch=5), now_ms=0)
+    # The crash: the records reached the disk, the checkpoint's last version did not.
+    (log_dir / "leader-epoch-checkpoint").write_bytes(stale)
+
+    reopened = open_log(recovery_point=2, had_clean_shutdown=False)
+
+    assert reopened.leader_epoch_cache.entries == [(1, 0), (3, 2), (5, 4)]

@@ -15,7 +15,8 @@ from kio.schema.errors import ErrorCode
 
 from odradek.protocol.api import ApiKey
 from odradek.protocol.topic_partition import TopicPartition
-from odradek.replication.replica_manager import LogDirDescription, ReplicaManager
+from odradek.replication.log_dirs import LogDirDescription
+from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.handlers import RequestContext, handles
 
 

@@ -14,10 +14,9 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
-from odradek.log.producer_state import NO_PRODUCER_EPOCH
 from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
-from odradek.protocol.records import NO_PRODUCER_ID
+from odradek.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from odradek.server.handlers import RequestContext, handles
 
 log = logging.getLogger(__name__)

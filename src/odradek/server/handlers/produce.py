@@ -10,7 +10,6 @@ replica has it, or REQUEST_TIMED_OUT at the request's ``timeout_ms``.
 
 from __future__ import annotations
 
-from odradek.log.validator import AppendOrigin
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
 from odradek.protocol.topic_partition import TopicPartition
@@ -29,8 +28,7 @@ def handle_produce(ctx: RequestContext, request, replica_manager: ReplicaManager
                for topic in request.topic_data for data in topic.partition_data}
     completion: Completion[dict[TopicPartition, ProducePartitionResult]] = Completion()
     replica_manager.append_records(
-        entries, acks=request.acks, timeout_ms=millis(request.timeout), origin=AppendOrigin.CLIENT,
-        respond=completion, internal_topics_allowed=ctx.client_id == ADMIN_CLIENT_ID,
+        entries, acks=request.acks, timeout_ms=millis(request.timeout), respond=completion, internal_topics_allowed=ctx.client_id == ADMIN_CLIENT_ID,
         produce_version=ctx.api_version)
     if request.acks == 0:
         return None  # the log flusher task fsyncs what flush.messages asks for
