@@ -1,12 +1,15 @@
-"""``TopicPartition``: the name of one partition, the key every layer uses for it."""
+"""``TopicPartition``: the name of one partition, the key every layer uses for it.
+
+A named tuple rather than a dataclass: it is a dict key on every produce and fetch, and a
+tuple's hash and equality are computed in C.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
+class TopicPartition(NamedTuple):
     topic: str
     partition: int
 

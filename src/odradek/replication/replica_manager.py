@@ -378,16 +378,14 @@ class ReplicaManager:
             return self._offsets_result(partition, ErrorCode.offset_out_of_range)
         except LogError as exc:  # KAFKA_STORAGE_ERROR: the partition's log dir failed
             return LogReadResult(exc.error_code)
-        return self._offsets_result(partition, ErrorCode.none, data.records)
+        return LogReadResult(ErrorCode.none, data.records, data.high_watermark,
+                             partition.last_stable_offset, data.log_start_offset,
+                             data.log_end_offset)
 
     @staticmethod
-    def _offsets_result(partition: Partition, error: ErrorCode, records: bytes = b""
-                        ) -> LogReadResult:
-        return LogReadResult(
-            error=error, records=records, high_watermark=partition.high_watermark,
-            last_stable_offset=partition.last_stable_offset,
-            log_start_offset=partition.log_start_offset,
-            log_end_offset=partition.log_end_offset)
+    def _offsets_result(partition: Partition, error: ErrorCode) -> LogReadResult:
+        return LogReadResult(error, b"", partition.high_watermark, partition.last_stable_offset,
+                             partition.log_start_offset, partition.log_end_offset)
 
     def _fetch_end_offset(self, tp: TopicPartition, info: PartitionFetchInfo,
                           params: FetchParams) -> LogOffsetMetadata:

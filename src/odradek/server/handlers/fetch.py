@@ -63,11 +63,17 @@ def _params(request) -> FetchParams:
 
 def _response(ctx: RequestContext, request, results: dict[TopicPartition, LogReadResult]
               ) -> object:
+    # The results are in request order, one per partition named: read them in turn, unless
+    # the request named a partition twice (then each takes its partition's result).
+    named = sum(len(topic.partitions) for topic in request.topics)
+    in_order = iter(results.values()) if named == len(results) else None
     return ctx.respond(error_code=ErrorCode.none, session_id=0, responses=[
         {"topic": topic.topic,
-         "partitions": [_partition_response(wanted.partition,
-                                            results[TopicPartition(topic.topic, wanted.partition)])
-                        for wanted in topic.partitions]}
+         "partitions": [_partition_response(
+             wanted.partition,
+             next(in_order) if in_order is not None
+             else results[TopicPartition(topic.topic, wanted.partition)])
+             for wanted in topic.partitions]}
         for topic in request.topics])
 
 
