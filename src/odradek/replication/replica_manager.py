@@ -128,20 +128,6 @@ class ReplicaManager:
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
 
-    def leader_partition(self, topic_partition: TopicPartition,
-                         current_leader_epoch: int = -1) -> Partition:
-        """The partition led here, for a request naming the leader epoch it knows
-        (KIP-320); raises :class:`PartitionError` with the code to answer otherwise."""
-        partition = self._partitions.get(topic_partition)
-        if partition is None:
-            raise PartitionError(ErrorCode.unknown_topic_or_partition)
-        error = partition.check_leader_epoch(current_leader_epoch)
-        if error is not ErrorCode.none:
-            raise PartitionError(error)
-        if not partition.is_leader:
-            raise PartitionError(ErrorCode.not_leader_or_follower)
-        return partition
-
     def _leader_or_none(self, topic_partition: TopicPartition) -> Partition | None:
         partition = self._partitions.get(topic_partition)
         return partition if partition is not None and partition.is_leader else None

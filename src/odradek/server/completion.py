@@ -25,9 +25,12 @@ class Completion(Generic[T]):
         self._future: asyncio.Future[T] | None = None
 
     def __call__(self, result: T) -> None:
+        """Takes the first answer; a later one, or one after the connection went away (the
+        waiting task cancelled), is dropped."""
         if self._future is None:
-            self._result = result
-        elif not self._future.done():  # not when the connection went away meanwhile
+            if self._result is _PENDING:
+                self._result = result
+        elif not self._future.done():
             self._future.set_result(result)
 
     def then(self, build: Callable[[T], R]) -> R | Awaitable[R]:

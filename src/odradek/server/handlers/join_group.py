@@ -10,17 +10,12 @@ v0 has no rebalance timeout: the session timeout is used for both, as in Kafka.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-from typing import Any, TypeVar
-
 from odradek.coordinator.group import GroupCoordinator
 from odradek.coordinator.group.group import JoinGroupResult, JoinRequest
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
+from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
-
-T = TypeVar("T")
 
 KNOWN_MEMBER_ID_MIN_VERSION = 4  # KIP-394
 SKIP_ASSIGNMENT_MIN_VERSION = 9  # KIP-814
@@ -32,21 +27,21 @@ def handle_join_group(ctx: RequestContext, request,
                       group_coordinator: GroupCoordinator) -> object:
     version = ctx.api_version
     session_timeout_ms = millis(request.session_timeout)
-    return answer_when_called(
-        lambda respond: group_coordinator.join_group(request.group_id, JoinRequest(
-            member_id=request.member_id,
-            group_instance_id=getattr(request, "group_instance_id", None),
-            client_id=ctx.client_id or "",
-            client_host=client_host(ctx),
-            session_timeout_ms=session_timeout_ms,
-            rebalance_timeout_ms=(millis(request.rebalance_timeout) if version >= 1
-                                  else session_timeout_ms),
-            protocol_type=request.protocol_type,
-            protocols=tuple((p.name, p.metadata) for p in request.protocols),
-            require_known_member_id=version >= KNOWN_MEMBER_ID_MIN_VERSION,
-            supports_skip_assignment=version >= SKIP_ASSIGNMENT_MIN_VERSION,
-            respond=respond)),
-        lambda result: _response(ctx, result))
+    completion: Completion[JoinGroupResult] = Completion()
+    group_coordinator.join_group(request.group_id, JoinRequest(
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        client_id=ctx.client_id or "",
+        client_host=client_host(ctx),
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=(millis(request.rebalance_timeout) if version >= 1
+                              else session_timeout_ms),
+        protocol_type=request.protocol_type,
+        protocols=tuple((p.name, p.metadata) for p in request.protocols),
+        require_known_member_id=version >= KNOWN_MEMBER_ID_MIN_VERSION,
+        supports_skip_assignment=version >= SKIP_ASSIGNMENT_MIN_VERSION,
+        respond=completion))
+    return completion.then(lambda result: _response(ctx, result))
 
 
 def _response(ctx: RequestContext, result: JoinGroupResult) -> object:
@@ -64,27 +59,6 @@ def _response(ctx: RequestContext, result: JoinGroupResult) -> object:
         members=[{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                   "metadata": m.metadata} for m in result.members],
     )
-
-
-def answer_when_called(start: Callable[[Callable[[T], None]], None],
-                       respond: Callable[[T], Any]) -> Any:
-    """Calls ``start`` with a callback the coordinator calls once with the result; answers
-    at once if it was called during ``start``, else returns a coroutine waiting for it.
-    A callback after the connection closed (the waiting task cancelled) is dropped."""
-    result: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-
-    def callback(value: T) -> None:
-        if not result.done():
-            result.set_result(value)
-
-    start(callback)
-    if result.done():
-        return respond(result.result())
-
-    async def wait() -> Any:
-        return respond(await result)
-
-    return wait()
 
 
 def client_host(ctx: RequestContext) -> str:

@@ -11,24 +11,24 @@ from __future__ import annotations
 from odradek.coordinator.group import GroupCoordinator
 from odradek.coordinator.group.group import SyncGroupResult
 from odradek.protocol.api import ApiKey
+from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
-from odradek.server.handlers.join_group import answer_when_called
 
 
 @handles(ApiKey.SYNC_GROUP)
 def handle_sync_group(ctx: RequestContext, request,
                       group_coordinator: GroupCoordinator) -> object:
-    return answer_when_called(
-        lambda respond: group_coordinator.sync_group(
-            group_id=request.group_id,
-            generation_id=request.generation_id,
-            member_id=request.member_id,
-            group_instance_id=getattr(request, "group_instance_id", None),
-            protocol_type=getattr(request, "protocol_type", None),
-            protocol_name=getattr(request, "protocol_name", None),
-            assignments={a.member_id: a.assignment for a in request.assignments},
-            respond=respond),
-        lambda result: _response(ctx, result))
+    completion: Completion[SyncGroupResult] = Completion()
+    group_coordinator.sync_group(
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=getattr(request, "protocol_type", None),
+        protocol_name=getattr(request, "protocol_name", None),
+        assignments={a.member_id: a.assignment for a in request.assignments},
+        respond=completion)
+    return completion.then(lambda result: _response(ctx, result))
 
 
 def _response(ctx: RequestContext, result: SyncGroupResult) -> object:
