@@ -22,7 +22,6 @@ into a header and a kio request; :func:`encode_response` does the reverse for re
 from __future__ import annotations
 
 import dataclasses
-import io
 import struct
 import types
 import typing
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 from functools import cache, partial
 from typing import Any
 
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 from kio.serial.readers import (
     read_compact_array_length,
     read_int8,
@@ -42,6 +41,7 @@ from kio.serial.readers import (
 )
 
 from odradek.protocol.api import ApiKey, SUPPORTED_APIS, request_class
+from odradek.protocol.encoder import encode_frame
 
 _SIZE = struct.Struct(">i")
 # api_key int16, api_version int16, correlation_id int32: the part of every request header
@@ -298,48 +298,11 @@ def _walk_tagged_fields(tagged: dict[int, _Skip], frame: bytes, offset: int) -> 
     return offset
 
 
-# Writes at least this large (the records of a fetch response) are kept by reference rather
-# than copied into the response: the stored batches go from the page cache to the socket
-# with no copy in between.
-_BY_REFERENCE_MIN_BYTES = 16 * 1024
-
-
-class _ResponseChunks:
-    """The ``write`` target of kio's serializers: small writes are gathered in a buffer,
-    large ones kept as they are, in order. Not thread-safe; one per response."""
-
-    __slots__ = ("chunks", "size", "_small")
-
-    def __init__(self) -> None:
-        self._small = bytearray(4)  # the size prefix, filled in by ``finish``
-        self.chunks: list[bytes | bytearray] = [self._small]
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        length = len(data)
-        self.size += length
-        if length >= _BY_REFERENCE_MIN_BYTES:
-            self.chunks.append(data)
-            self._small = bytearray()
-            self.chunks.append(self._small)
-        else:
-            self._small += data
-        return length
-
-    def finish(self) -> list[bytes | bytearray]:
-        _SIZE.pack_into(self.chunks[0], 0, self.size)
-        return [chunk for chunk in self.chunks if chunk]
-
-
 def encode_response_chunks(correlation_id: int, response: Any) -> list[bytes | bytearray]:
     """Serializes a kio response with its header, size-prefixed, as buffers to write in order
     (``transport.writelines``); record data is referenced, not copied."""
-    cls = type(response)
-    header_cls = cls.__header_schema__
-    buffer = _ResponseChunks()
-    entity_writer(header_cls)(buffer, header_cls(correlation_id=correlation_id))
-    entity_writer(cls)(buffer, response)
-    return buffer.finish()
+    return encode_frame(type(response).__header_schema__(correlation_id=correlation_id),
+                        response)
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:

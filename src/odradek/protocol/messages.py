@@ -23,6 +23,7 @@ import dataclasses
 import datetime
 import types
 import typing
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -64,27 +65,31 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
     return tuple(plans)
 
 
-def _coerce(plan: _FieldPlan, value: Any) -> Any:
-    if value is None:
-        return None
-    if plan.nested is not None:
+def _coercer(plan: _FieldPlan) -> Callable[[Any], Any] | None:
+    """The conversion of one field's non-null described value, or None to keep it as is."""
+    nested, kafka_type = plan.nested, plan.kafka_type
+    if nested is not None:
         if plan.is_sequence:
-            return tuple(_build_one(plan.nested, v) for v in value)
-        return _build_one(plan.nested, value)
-    kafka_type = plan.kafka_type
-    if kafka_type is None:
-        return tuple(value) if plan.is_sequence else value
-    if kafka_type == "error_code":
-        return value if isinstance(value, ErrorCode) else ErrorCode(value)
-    if kafka_type.startswith("timedelta") and isinstance(value, int):
-        return datetime.timedelta(milliseconds=value)
-    if kafka_type == "datetime_i64" and isinstance(value, int):
-        if value < 0 and plan.nullable:
-            return None
-        return _EPOCH + datetime.timedelta(milliseconds=value)
+            return lambda value: tuple([_build_one(nested, v) for v in value])
+        return lambda value: _build_one(nested, value)
     if plan.is_sequence:
-        return tuple(value)
-    return value
+        return tuple
+    if kafka_type == "error_code":
+        return lambda value: value if isinstance(value, ErrorCode) else ErrorCode(value)
+    if kafka_type is not None and kafka_type.startswith("timedelta"):
+        return lambda value: (datetime.timedelta(milliseconds=value) if isinstance(value, int)
+                              else value)
+    if kafka_type == "datetime_i64":
+        nullable = plan.nullable
+        return lambda value: (value if not isinstance(value, int)
+                              else None if value < 0 and nullable
+                              else _EPOCH + datetime.timedelta(milliseconds=value))
+    return None
+
+
+@cache
+def _coercers(cls: type) -> dict[str, Callable[[Any], Any] | None]:
+    return {plan.name: _coercer(plan) for plan in _plan(cls)}
 
 
 def _build_one(cls: type, value: Any) -> Any:
@@ -97,10 +102,12 @@ def _build_one(cls: type, value: Any) -> Any:
 
 def build(cls: type, **description: Any) -> Any:
     """Instantiates ``cls`` (a kio entity) from a version-independent description."""
+    coercers = _coercers(cls)
     kwargs = {}
-    for plan in _plan(cls):
-        if plan.name in description:
-            kwargs[plan.name] = _coerce(plan, description[plan.name])
+    for name, value in description.items():
+        if name in coercers:
+            coerce = coercers[name]
+            kwargs[name] = value if coerce is None or value is None else coerce(value)
     return cls(**kwargs)
 
 
