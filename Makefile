@@ -5,8 +5,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# command:Debian package, for what the tests run: kcat, and Java for Spark
-APT_PACKAGES := kcat:kcat java:openjdk-17-jre-headless
+# command:Debian package, for what the tests run: kcat, Java for Spark and ZooKeeper, and
+# ZooKeeper's server, which is a jar rather than a command: an entry starting with / is
+# checked as a file
+APT_PACKAGES := kcat:kcat java:openjdk-17-jre-headless /usr/share/java/zookeeper.jar:libzookeeper-java
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test test-deps bench clean
@@ -20,10 +22,12 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/odradek broker
 
-# Debian packages the tests drive; installed only when their command is missing.
+# Debian packages the tests drive; installed only when their command (or file) is missing.
 test-deps:
 	@missing=""; for entry in $(APT_PACKAGES); do \
-		command -v $${entry%%:*} >/dev/null || missing="$$missing $${entry#*:}"; done; \
+		needed=$${entry%%:*}; \
+		case $$needed in /*) test -e $$needed ;; *) command -v $$needed >/dev/null ;; esac \
+			|| missing="$$missing $${entry#*:}"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

@@ -201,8 +201,8 @@ def send_an_unsupported_metadata_version(connection: RawConnection) -> None:
     connection.send_frame(header_only(ApiKey.METADATA, 99) + bytes(8))
 
 
-# An API Kafka defines (and kio knows) that odradek does not serve: OffsetForLeaderEpoch.
-NOT_SERVED_API_KEY = 23
+# An API Kafka defines (and kio knows) that odradek does not serve.
+NOT_SERVED_API_KEY = 57  # UpdateFeatures
 
 
 def send_a_known_api_that_is_not_served(connection: RawConnection) -> None:

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from odradek.cli import broker, configs, consume, demo, groups, pipeline, produce, topics
+from odradek.cli import (
+    broker,
+    cluster,
+    configs,
+    consume,
+    demo,
+    groups,
+    pipeline,
+    produce,
+    topics,
+)
 
 app = typer.Typer(
     name="odradek",
@@ -20,6 +30,7 @@ app.add_typer(configs.app, name="configs")
 app.add_typer(groups.app, name="groups")
 app.add_typer(demo.app, name="demo")
 app.add_typer(pipeline.app, name="pipeline")
+app.add_typer(cluster.app, name="cluster")
 
 
 if __name__ == "__main__":

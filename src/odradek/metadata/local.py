@@ -8,7 +8,6 @@ broker at leader epoch 0 with itself as the only replica and the whole ISR.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import uuid
@@ -24,6 +23,7 @@ from odradek.metadata.store import (
     TopicDeleted,
     TopicExistsError,
     UnknownTopicError,
+    new_cluster_id,
 )
 
 METADATA_FILE = "odradek-metadata.json"
@@ -45,7 +45,7 @@ class LocalMetadataStore(MetadataStore):
         if self._path.exists():
             self._load()
         else:
-            self._cluster_id = cluster_id or _new_cluster_id()
+            self._cluster_id = cluster_id or new_cluster_id()
             self._save()
 
     # -- persistence -------------------------------------------------------------------
@@ -134,7 +134,8 @@ class LocalMetadataStore(MetadataStore):
     # -- changes -----------------------------------------------------------------------
 
     async def create_topic(
-        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
+        *, assignment: dict[int, tuple[int, ...]] | None = None,
     ) -> TopicMetadata:
         if name in self._topics:
             raise TopicExistsError(name)
@@ -152,7 +153,9 @@ class LocalMetadataStore(MetadataStore):
         self._publish(TopicDeleted(topic))
         return topic
 
-    async def create_partitions(self, name: str, total_count: int) -> TopicMetadata:
+    async def create_partitions(
+        self, name: str, total_count: int, *, assignments: list[tuple[int, ...]] | None = None
+    ) -> TopicMetadata:
         topic = self._require(name)
         previous = len(topic.partitions)
         added = self._partition_states(total_count, start=previous)
@@ -186,8 +189,3 @@ class LocalMetadataStore(MetadataStore):
         self._next_producer_id = block.stop
         self._save()
         return block
-
-
-def _new_cluster_id() -> str:
-    """A cluster id the way Kafka makes one: a random UUID, base64url without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()

@@ -14,6 +14,7 @@ partitions that already exist.
 from __future__ import annotations
 
 import abc
+import base64
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -121,14 +122,19 @@ class MetadataStore(abc.ABC):
 
     @abc.abstractmethod
     async def create_topic(
-        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
-    ) -> TopicMetadata: ...
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
+        *, assignment: dict[int, tuple[int, ...]] | None = None,
+    ) -> TopicMetadata:
+        """``assignment``: each partition's replicas as the client asked, else placed by
+        the store (Kafka's replica assignment)."""
 
     @abc.abstractmethod
     async def delete_topic(self, name: str) -> TopicMetadata: ...
 
     @abc.abstractmethod
-    async def create_partitions(self, name: str, total_count: int) -> TopicMetadata: ...
+    async def create_partitions(
+        self, name: str, total_count: int, *, assignments: list[tuple[int, ...]] | None = None
+    ) -> TopicMetadata: ...
 
     @abc.abstractmethod
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicMetadata: ...
@@ -154,3 +160,8 @@ class MetadataStore(abc.ABC):
 
     def close(self) -> None:
         """Releases what the backend holds (a ZooKeeper session)."""
+
+
+def new_cluster_id() -> str:
+    """A cluster id the way Kafka makes one: a random UUID, base64url without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()

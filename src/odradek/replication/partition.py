@@ -59,10 +59,16 @@ class PartitionError(Exception):
 
 @dataclass(slots=True)
 class RemoteReplica:
-    """What the leader knows of one follower, from its last fetch."""
+    """What the leader knows of one follower, from its fetches."""
 
     log_end_offset: int = UNKNOWN_OFFSET
     log_start_offset: int = UNKNOWN_OFFSET
+    # When the follower last held everything the leader had (Kafka's lastCaughtUpTimeMs):
+    # a fetch from at least the leader's log end offset of the fetch before it.
+    last_caught_up_ms: int = 0
+    # The leader's log end offset and the time at the follower's previous fetch.
+    last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+    last_fetch_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +93,10 @@ class Partition:
         self.partition_epoch = -1
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
+        # An ISR change proposed and not yet written (Kafka's pendingIsr): while it is out,
+        # the high watermark counts the replicas of both, and no other change is proposed.
+        self.pending_isr: tuple[int, ...] | None = None
+        self._leader_epoch_start_offset = 0
         self._remote_replicas: dict[int, RemoteReplica] = {}
 
     # -- role --------------------------------------------------------------------------
@@ -95,7 +105,7 @@ class Partition:
     def is_leader(self) -> bool:
         return self.leader_id == self.local_broker_id
 
-    def make_leader(self, state: PartitionState) -> bool:
+    def make_leader(self, state: PartitionState, now_ms: int = 0) -> bool:
         """Applies a state naming this broker leader; True if it was not leader at that
         epoch before (Kafka's ``makeLeader``). A new epoch starts in the leader-epoch cache
         at the log end offset, and the followers' positions are forgotten until they fetch
@@ -105,10 +115,18 @@ class Partition:
         self._apply(state)
         if became:
             self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+            self._leader_epoch_start_offset = self.log.log_end_offset
+            # Followers count as caught up now: each has replica.lag.time.max.ms to fetch
+            # before it leaves the ISR.
             self._remote_replicas = {
-                replica: RemoteReplica() for replica in state.replicas
-                if replica != self.local_broker_id
+                replica: RemoteReplica(last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
+                for replica in state.replicas if replica != self.local_broker_id
             }
+        else:
+            for replica in state.replicas:
+                if replica != self.local_broker_id and replica not in self._remote_replicas:
+                    self._remote_replicas[replica] = RemoteReplica(
+                        last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
         self.maybe_increment_leader_high_watermark()
         return became
 
@@ -126,6 +144,12 @@ class Partition:
         self.partition_epoch = state.partition_epoch
         self.replicas = state.replicas
         self.isr = state.isr
+        self.pending_isr = None
+
+    @property
+    def state(self) -> PartitionState:
+        return PartitionState(self.topic_partition.partition, self.leader_id, self.leader_epoch,
+                              self.replicas, self.isr, self.partition_epoch)
 
     def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
         """KIP-320: a client that knows an older epoch is fenced; a newer one, unknown to us."""
@@ -176,13 +200,53 @@ class Partition:
         if not self.is_leader:
             return False
         new_high_watermark = self.log.log_end_offset
-        for replica in self.isr:
+        for replica in self.maximal_isr:
             follower = self._remote_replicas.get(replica)
             if follower is not None and follower.log_end_offset < new_high_watermark:
                 new_high_watermark = follower.log_end_offset
         if new_high_watermark <= self.log.high_watermark:
             return False
         self.log.update_high_watermark(new_high_watermark)
+        return True
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR, with the replicas a pending change adds (Kafka's maximal ISR): the high
+        watermark waits for a replica as soon as it is proposed, before the change is
+        written, and for a removed one until it is."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
+
+    # -- the ISR -----------------------------------------------------------------------
+
+    def can_join_isr(self, replica_id: int) -> bool:
+        """A follower outside the ISR that has caught up to the high watermark, and to the
+        start of this leader's epoch, may join it (Kafka's ``isFollowerInSync``)."""
+        follower = self._remote_replicas.get(replica_id)
+        if (not self.is_leader or follower is None or self.pending_isr is not None
+                or replica_id in self.isr):
+            return False
+        return follower.log_end_offset >= max(self.log.high_watermark,
+                                              self._leader_epoch_start_offset)
+
+    def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> tuple[int, ...]:
+        """Followers in the ISR that have not caught up within ``max_lag_ms``
+        (``replica.lag.time.max.ms``): they leave it (Kafka's ``getOutOfSyncReplicas``)."""
+        if not self.is_leader or self.pending_isr is not None:
+            return ()
+        return tuple(replica for replica in self.isr if replica != self.local_broker_id
+                     and (follower := self._remote_replicas.get(replica)) is not None
+                     and now_ms - follower.last_caught_up_ms > max_lag_ms)
+
+    def apply_isr(self, state: PartitionState) -> bool:
+        """The ISR change this leader proposed was written as ``state``; False if the
+        partition moved on meanwhile (another epoch), and the change does not apply."""
+        self.pending_isr = None
+        if state.leader_epoch != self.leader_epoch or not self.is_leader:
+            return False
+        self.isr = state.isr
+        self.partition_epoch = state.partition_epoch
         return True
 
     def check_enough_replicas_reached(self, required_offset: int) -> tuple[bool, ErrorCode]:
@@ -231,6 +295,20 @@ class Partition:
             raise PartitionError(ErrorCode.not_leader_or_follower)
         return self.log.append_as_follower(records, now_ms=now_ms)
 
+    def update_follower_high_watermark(self, leader_high_watermark: int,
+                                       leader_log_start_offset: int) -> None:
+        """A follower takes the leader's high watermark, bounded by its own log end, and
+        moves its log start offset up with the leader's (DeleteRecords, retention)."""
+        if self.is_leader:
+            raise PartitionError(ErrorCode.not_leader_or_follower)
+        log = self.log
+        high_watermark = min(leader_high_watermark, log.log_end_offset)
+        if high_watermark > log.high_watermark:
+            log.update_high_watermark(high_watermark)
+        start = min(leader_log_start_offset, log.high_watermark)
+        if start > log.log_start_offset:
+            log.delete_records_before(start)
+
     # -- read --------------------------------------------------------------------------
 
     def read_records(self, fetch_offset: int, max_bytes: int, *,
@@ -263,13 +341,22 @@ class Partition:
         return end if bound == end.message_offset else self.log.offset_metadata(bound)
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
-                                    log_start_offset: int) -> bool:
-        """A follower fetched from ``fetch_offset``: it holds everything below it. Returns
-        whether the high watermark moved (Kafka's ``updateFollowerFetchState``)."""
+                                    log_start_offset: int, now_ms: int = 0) -> bool:
+        """A follower fetched from ``fetch_offset``: it holds everything below it. It is
+        caught up when that reaches the log end offset now, or the one of its previous
+        fetch. Returns whether the high watermark moved (Kafka's
+        ``updateFollowerFetchState``)."""
         replica = self._remote_replicas.get(replica_id)
         if replica is None:
             raise PartitionError(ErrorCode.not_leader_or_follower,
                                  f"{replica_id} is not a replica of {self.topic_partition}")
+        leader_end = self.log.log_end_offset
+        if fetch_offset >= leader_end:
+            replica.last_caught_up_ms = max(replica.last_caught_up_ms, now_ms)
+        elif fetch_offset >= replica.last_fetch_leader_log_end_offset:
+            replica.last_caught_up_ms = max(replica.last_caught_up_ms, replica.last_fetch_ms)
+        replica.last_fetch_leader_log_end_offset = leader_end
+        replica.last_fetch_ms = now_ms
         replica.log_end_offset = fetch_offset
         replica.log_start_offset = log_start_offset
         return self.maybe_increment_leader_high_watermark()
@@ -294,6 +381,16 @@ class Partition:
         if found is None or found.offset >= bound:
             return None
         return OffsetAndEpoch(found.offset, found.timestamp, self._epoch_of(found.offset))
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int
+                                     ) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch (KIP-101, KIP-279): the largest epoch at or below
+        ``leader_epoch`` this leader knows, and the offset where it ends in this log (the
+        log end offset for the current epoch). A follower truncates its log there."""
+        self._check_leader(current_leader_epoch)
+        self.log.check_online()
+        return self.log.leader_epoch_cache.end_offset_for(leader_epoch,
+                                                          self.log.log_end_offset)
 
     def _epoch_of(self, offset: int) -> int:
         return self.log.leader_epoch_cache.epoch_for_offset(offset)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,10 @@ logger = logging.getLogger(__name__)
 # Produce's acks: none, the leader, every in-sync replica.
 VALID_ACKS = (0, 1, -1)
 CallLater = Callable[[float, Callable[[], None]], asyncio.TimerHandle]
+# Writes a proposed ISR for a partition led here, conditionally on the state it knows;
+# returns the state written, or None when the state moved on (the change is dropped).
+AlterIsr = Callable[[TopicPartition, PartitionState, tuple[int, ...]],
+                    Awaitable[PartitionState | None]]
 
 
 def monotonic_ms() -> int:
@@ -96,11 +100,14 @@ class ReplicaManager:
         *,
         monotonic_clock: Callable[[], int] = monotonic_ms,
         call_later: CallLater = _call_later_on_running_loop,
+        alter_isr: AlterIsr | None = None,
     ) -> None:
         """``clock`` gives wall-clock milliseconds (timestamps, producer expiration);
         ``monotonic_clock`` the milliseconds delayed operations' deadlines are measured in,
         and ``call_later`` schedules their expiration. ``broker_config`` gives a broker
-        config's current value by name (they may change at runtime)."""
+        config's current value by name (they may change at runtime). ``alter_isr`` writes
+        an ISR change this broker proposes as leader (a conditional write on the partition
+        state's version); on a single node there is none to make."""
         self.node_id = node_id
         self.log_manager = log_manager
         self.clock = clock
@@ -119,6 +126,11 @@ class ReplicaManager:
         self._expiration: asyncio.TimerHandle | None = None
         self._expiration_deadline_ms: int | None = None
         self._next_producer_expiration_check_ms = 0
+        self._alter_isr = alter_isr
+        self._isr_writes: set[asyncio.Task] = set()
+        # While this broker cannot prove it still leads (its ZooKeeper session is
+        # suspended or lost, so another leader may have been elected), acks=-1 is refused.
+        self._leaderships_fenced = False
 
     # -- partitions --------------------------------------------------------------------
 
@@ -130,7 +142,18 @@ class ReplicaManager:
 
     def _leader_or_none(self, topic_partition: TopicPartition) -> Partition | None:
         partition = self._partitions.get(topic_partition)
-        return partition if partition is not None and partition.is_leader else None
+        if partition is None or not partition.is_leader or self._leaderships_fenced:
+            return None
+        return partition
+
+    def fence_leaderships(self, fenced: bool) -> None:
+        """While ``fenced``, no acks=-1 produce is acknowledged: new ones are refused
+        (NOT_LEADER_OR_FOLLOWER, nothing written) and waiting ones answered so, because a
+        leader that lost its ZooKeeper session may have been replaced without knowing it."""
+        self._leaderships_fenced = fenced
+        if fenced:
+            for tp in list(self._partitions):
+                self.produce_purgatory.check_and_complete(tp)
 
     def become_leader_or_follower(self, topic: str, states: Iterable[PartitionState], *,
                                   log_config: LogConfig, topic_config: dict[str, Any]
@@ -154,7 +177,7 @@ class ReplicaManager:
                                       topic_config=topic_config)
                 self._partitions[tp] = partition
             if state.leader == self.node_id:
-                if partition.make_leader(state):
+                if partition.make_leader(state, now_ms=self.clock()):
                     changes.became_leader.append(tp)
             elif partition.make_follower(state):
                 changes.became_follower.append(tp)
@@ -220,6 +243,12 @@ class ReplicaManager:
             statuses[tp] = status
         for tp in moved:
             self._complete_delayed_requests(tp)
+        for tp in statuses:
+            # Followers' fetches wait for the log end offset to move, not the high
+            # watermark: wake them (a consumer's stays asleep, it counts to the HW).
+            partition = self._partitions.get(tp)
+            if tp not in moved and partition is not None and len(partition.replicas) > 1:
+                self.fetch_purgatory.check_and_complete(tp)
         if not any(status.pending for status in statuses.values()):
             # acks 0 and 1, and acks=-1 refused or (on one node) already replicated: the
             # common path answers without a delayed operation.
@@ -249,6 +278,10 @@ class ReplicaManager:
         partition = self._partitions.get(tp)
         if partition is None:
             result.fail(ErrorCode.unknown_topic_or_partition)
+            return status
+        if acks == -1 and self._leaderships_fenced:
+            result.fail(ErrorCode.not_leader_or_follower,
+                        "this broker's ZooKeeper session is not valid: leadership unproven")
             return status
         try:
             info, high_watermark_moved = partition.append_records_to_leader(
@@ -393,14 +426,74 @@ class ReplicaManager:
                 continue
             try:
                 moved = partition.update_follower_fetch_state(
-                    params.replica_id, info.fetch_offset, info.log_start_offset)
+                    params.replica_id, info.fetch_offset, info.log_start_offset,
+                    now_ms=self.clock())
             except PartitionError as exc:
                 results[tp] = LogReadResult(exc.error_code)
                 continue
+            if partition.can_join_isr(params.replica_id):
+                self._propose_isr(partition, partition.isr + (params.replica_id,))
             if moved:
                 self._complete_delayed_requests(tp)
             else:
                 self.delete_records_purgatory.check_and_complete(tp)
+
+    def last_offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
+                                     leader_epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch for one partition led here: (epoch, end offset). Raises
+        ``PartitionError`` with the code to answer."""
+        partition = self._partitions.get(tp)
+        if partition is None:
+            raise PartitionError(ErrorCode.unknown_topic_or_partition)
+        try:
+            return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+        except LogError as exc:  # KAFKA_STORAGE_ERROR: the partition's log dir failed
+            raise PartitionError(exc.error_code, str(exc)) from exc
+
+    # -- the ISR -----------------------------------------------------------------------
+
+    def maybe_shrink_isr(self) -> None:
+        """Followers that have not caught up within ``replica.lag.time.max.ms`` leave the
+        ISR of each partition led here (Kafka's ``isr-expiration`` task)."""
+        now_ms = self.clock()
+        max_lag_ms = self._broker_config("replica.lag.time.max.ms")
+        for partition in self._partitions.values():
+            out_of_sync = partition.out_of_sync_replicas(now_ms, max_lag_ms)
+            if out_of_sync:
+                logger.info("%s: shrinking ISR from %s: %s not caught up in %d ms",
+                            partition.topic_partition, list(partition.isr), list(out_of_sync),
+                            max_lag_ms)
+                self._propose_isr(partition, tuple(r for r in partition.isr
+                                                   if r not in out_of_sync))
+
+    def _propose_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        """Writes an ISR change through ``alter_isr``; until it is written the partition
+        counts the replicas of both ISRs (``Partition.maximal_isr``)."""
+        if self._alter_isr is None or partition.pending_isr is not None:
+            return
+        partition.pending_isr = isr
+        task = asyncio.get_running_loop().create_task(self._write_isr(partition, isr))
+        self._isr_writes.add(task)
+        task.add_done_callback(self._isr_writes.discard)
+
+    async def _write_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        tp = partition.topic_partition
+        try:
+            written = await self._alter_isr(tp, partition.state, isr)
+        except Exception:
+            logger.exception("%s: writing ISR %s failed", tp, list(isr))
+            written = None
+        if self._partitions.get(tp) is not partition:
+            return
+        if written is None or not partition.apply_isr(written):
+            partition.pending_isr = None
+        else:
+            logger.info("%s: ISR is now %s", tp, list(written.isr))
+        if partition.maybe_increment_leader_high_watermark():
+            self._complete_delayed_requests(tp)
+        else:
+            # A smaller ISR may answer waiting acks=-1 produces (NOT_ENOUGH_REPLICAS...).
+            self.produce_purgatory.check_and_complete(tp)
 
     # -- ListOffsets and DeleteRecords -------------------------------------------------
 

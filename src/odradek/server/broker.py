@@ -32,7 +32,11 @@ from typing import Any
 from odradek.coordinator.group import GROUP_TICK_MS, group_coordinator_over
 from odradek.log import KafkaStorageError, LogManager
 from odradek.log.cleaner import CleanerConfig, LogCleaner
+from odradek.client.connection import BrokerConnections
+from odradek.controller.controller import Controller
 from odradek.metadata.local import LocalMetadataStore
+from odradek.metadata.zk_client import BadVersionError, NoNodeError, ZooKeeperUnavailable
+from odradek.metadata.zookeeper import SessionChanged, ZooKeeperMetadataStore
 from odradek.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from odradek.metadata.model import BrokerInfo, Endpoint, PartitionState, TopicMetadata
 from odradek.metadata.store import (
@@ -46,6 +50,7 @@ from odradek.metadata.store import (
     TopicDeleted,
 )
 from odradek.protocol.topic_partition import TopicPartition
+from odradek.replication.fetcher import ReplicaFetcherManager
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.auto_topic_creation import AutoTopicCreationManager
 from odradek.server.config import (
@@ -88,12 +93,17 @@ class Broker:
             config.log_dirs, clock=clock, call_soon_threadsafe=self._call_soon_threadsafe,
             producer_id_expiration_ms=lambda: config.get("producer.id.expiration.ms"),
         )
-        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, clock, config.get)
+        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, clock, config.get,
+                                              alter_isr=self._alter_isr)
         # Consumer groups and their offsets, kept in __consumer_offsets.
         self.group_coordinator = group_coordinator_over(
             self.replica_manager, lambda name: self.metadata.topic(name) if self.metadata else None,
             config.get, clock)
         self.metadata: MetadataStore | None = None
+        # In a cluster (zookeeper.connect): the controller election this broker takes part
+        # in, and the fetchers of the partitions it follows.
+        self.controller: Controller | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
         self.quotas = ClientQuotas()
         self.dispatcher: Dispatcher | None = None
         self._socket_server: SocketServer | None = None
@@ -117,22 +127,28 @@ class Broker:
         # replaces port 0 with the bound port when it registers the broker).
         me = BrokerInfo(self.node_id, tuple(
             Endpoint(e.name, e.host or bound[e.name][0], e.port or bound[e.name][1])
-            for e in self.config.advertised_listeners))
-        self.metadata = self._open_metadata_store(me)
+            for e in self.config.advertised_listeners), self.config.get("broker.rack"))
+        self.metadata = await self._open_metadata_store(me)
         self.config.set_dynamic(self.metadata.broker_configs(cluster_default=True),
                                 per_broker=False)
         self.config.set_dynamic(self.metadata.broker_configs())
         topics = self.metadata.topics().values()
-        self.log_manager.load_all(
-            lambda topic: to_log_config(self.topic_config(topic)),
-            hosted=[TopicPartition(topic.name, state.partition) for topic in topics
-                    for state in topic.partitions if self.node_id in state.replicas],
-        )
+        hosted = [TopicPartition(topic.name, state.partition) for topic in topics
+                  for state in topic.partitions if self.node_id in state.replicas]
+        loaded = self.log_manager.load_all(
+            lambda topic: to_log_config(self.topic_config(topic)), hosted=hosted)
+        if self.controller is not None:
+            # Replicas of topics deleted, or moved elsewhere, while this broker was away.
+            for tp in sorted(loaded.keys() - set(hosted)):
+                log.info("deleting the stray replica %s", tp)
+                self.log_manager.delete_partition(tp.topic, tp.partition)
         for topic in topics:
             self._become_leader_or_follower(topic, topic.partitions)
         self.metadata.subscribe(self._on_metadata_event)
         self.group_coordinator.startup()  # replays the __consumer_offsets partitions led here
         self._start_background_tasks()
+        if self.controller is not None:
+            await self.controller.start()
         self.dispatcher = Dispatcher(self.services(), self.quotas)
         await socket_server.start_serving(self.dispatcher)
         for name, (host, port) in bound.items():
@@ -142,6 +158,8 @@ class Broker:
     async def stop(self) -> None:
         if self._socket_server is None:
             return
+        if self.controller is not None and self.config.get("controlled.shutdown.enable"):
+            await self._controlled_shutdown()
         self._socket_server.stop_accepting()
         for task in self._background:
             task.cancel()
@@ -151,6 +169,10 @@ class Broker:
         await self._socket_server.close_connections(SHUTDOWN_DRAIN_SECONDS)
         if (cleaner := getattr(self, "_cleaner", None)) is not None:
             await asyncio.to_thread(cleaner.close)  # the worker process, after its round
+        if self.fetchers is not None:
+            await self.fetchers.shutdown()
+        if self.controller is not None:
+            await self.controller.stop()
         self.replica_manager.shutdown()  # waiting produces and fetches answered
         self.log_manager.close_all()  # flush, checkpoints, clean shutdown markers
         if self.metadata is not None:
@@ -158,14 +180,70 @@ class Broker:
         self._socket_server = None
         log.info("odradek broker %d stopped", self.node_id)
 
-    def _open_metadata_store(self, me: BrokerInfo) -> MetadataStore:
-        """The backend the configuration names: ZooKeeper with ``zookeeper.connect``, else
-        the embedded single-node store in the first log dir."""
-        if self.config.get("zookeeper.connect"):
-            raise ConfigError(
-                "zookeeper.connect is set, but this broker has no ZooKeeper metadata backend; "
-                "unset it to run on the embedded local metadata store", "zookeeper.connect")
-        return LocalMetadataStore(self.config.log_dirs[0], me, self.config.get("cluster.id"))
+    async def _open_metadata_store(self, me: BrokerInfo) -> MetadataStore:
+        """The backend the configuration names: ZooKeeper with ``zookeeper.connect`` (then
+        this broker also stands for controller and fetches the partitions it follows),
+        else the embedded single-node store in the first log dir."""
+        get = self.config.get
+        connect = get("zookeeper.connect")
+        if not connect:
+            return LocalMetadataStore(self.config.log_dirs[0], me, get("cluster.id"))
+        session_timeout_ms = get("zookeeper.session.timeout.ms")
+        store = ZooKeeperMetadataStore(
+            connect, me, {name: protocol.value for name, protocol
+                          in self.config.listener_security_protocol_map.items()},
+            session_timeout_ms=session_timeout_ms,
+            connection_timeout_ms=get("zookeeper.connection.timeout.ms") or session_timeout_ms,
+            cluster_id=get("cluster.id"))
+        try:
+            await store.start()
+        except (ZooKeeperUnavailable, ValueError) as exc:
+            store.close()
+            raise ConfigError(str(exc), "zookeeper.connect") from exc
+        self.controller = Controller(
+            store, self.node_id,
+            unclean_election_enabled=lambda topic: self.topic_config(topic)[
+                "unclean.leader.election.enable"],
+            leader_imbalance=lambda: (get("auto.leader.rebalance.enable"),
+                                      get("leader.imbalance.per.broker.percentage"),
+                                      get("leader.imbalance.check.interval.seconds")))
+        self.fetchers = ReplicaFetcherManager(
+            self.node_id,
+            BrokerConnections(client_id=f"broker-{self.node_id}-fetcher",
+                              connect_timeout_s=get("replica.socket.timeout.ms") / 1000),
+            self._inter_broker_endpoint, get, self.clock)
+        return store
+
+    def _inter_broker_endpoint(self, node_id: int) -> tuple[str, int] | None:
+        listener = self.config.inter_broker_listener_name
+        broker = next((b for b in self.metadata.brokers() if b.node_id == node_id), None)
+        endpoint = broker.endpoint(listener) if broker is not None else None
+        return None if endpoint is None else (endpoint.host, endpoint.port)
+
+    async def _alter_isr(self, tp: TopicPartition, state: PartitionState,
+                         isr: tuple[int, ...]) -> PartitionState | None:
+        """An ISR change proposed as leader, written conditionally on the partition state's
+        version; None when the state moved on (the watch brings the new one)."""
+        try:
+            return await self.metadata.alter_isr(tp.topic, tp.partition, state, isr)
+        except (BadVersionError, NoNodeError, ZooKeeperUnavailable) as exc:
+            log.info("%s: ISR change to %s not written: %s", tp, list(isr),
+                     type(exc).__name__)
+            return None
+
+    async def _controlled_shutdown(self) -> None:
+        """Asks the controller to move this broker's leaderships to other ISR members and
+        waits until it has (Kafka's controlled shutdown), so that clients only see the
+        leaders change; after ``controlled.shutdown.max.retries`` it stops anyway."""
+        get = self.config.get
+        attempts = get("controlled.shutdown.max.retries") + 1
+        for attempt in range(attempts):
+            if await self.metadata.request_controlled_shutdown(
+                    get("controlled.shutdown.retry.backoff.ms")):
+                log.info("controlled shutdown of broker %d done", self.node_id)
+                return
+            log.warning("controlled shutdown of broker %d not done (attempt %d of %d)",
+                        self.node_id, attempt + 1, attempts)
 
     def _call_soon_threadsafe(self, callback: Callable[[], object]) -> None:
         """Hands work from another thread (a flush) to the event loop."""
@@ -204,7 +282,7 @@ class Broker:
             ("kafka-delete-logs",
              lambda: FILE_DELETE_CHECK_SECONDS, self._delete_due_files),
             ("group-coordinator", lambda: GROUP_TICK_MS / 1000, self._tick_group_coordinator),
-        ] + self._log_cleaner_task():
+        ] + self._log_cleaner_task() + self._isr_expiration_task():
             self._background.append(
                 asyncio.create_task(self._every(name, interval_seconds, work), name=name)
             )
@@ -230,6 +308,19 @@ class Broker:
 
         return [("kafka-log-cleaner",
                  lambda: self.config.get("log.cleaner.backoff.ms") / 1000, clean_logs)]
+
+    def _isr_expiration_task(self) -> list[tuple[str, Callable[[], float],
+                                                 Callable[[], Awaitable[None]]]]:
+        """Followers that stopped catching up leave the ISR (Kafka's ``isr-expiration``,
+        every half ``replica.lag.time.max.ms``)."""
+        if self.controller is None:
+            return []
+
+        async def shrink() -> None:
+            self.replica_manager.maybe_shrink_isr()
+
+        return [("isr-expiration",
+                 lambda: self.config.get("replica.lag.time.max.ms") / 2000, shrink)]
 
     @staticmethod
     async def _every(
@@ -288,6 +379,10 @@ class Broker:
         changes = self.replica_manager.become_leader_or_follower(
             topic.name, states, log_config=to_log_config(topic_config),
             topic_config=topic_config)
+        if self.fetchers is not None:
+            self.fetchers.remove_partitions(changes.became_leader + changes.removed)
+            self.fetchers.add_partitions([self.replica_manager.get_partition(tp)
+                                          for tp in changes.became_follower])
         if topic.name == OFFSETS_TOPIC:
             for tp in changes.became_leader:
                 self.group_coordinator.on_elected(tp.partition)
@@ -317,6 +412,8 @@ class Broker:
                 self.group_coordinator.on_partitions_deleted(partitions)
             case TopicConfigChanged(topic):
                 self._refresh_configs(topic)
+            case SessionChanged(valid):
+                self.replica_manager.fence_leaderships(not valid)
             case BrokerConfigChanged(configs, cluster_default):
                 self.config.set_dynamic(configs, per_broker=not cluster_default)
                 for topic in self.metadata.topics().values():

@@ -542,6 +542,13 @@ _BROKER_ROWS = (
     ConfigDef("zookeeper.connect", _S, None, "ZooKeeper connection string host:port[,host:port][/chroot]; unset runs the embedded local metadata store."),
     ConfigDef("zookeeper.session.timeout.ms", _I, 18000, "ZooKeeper session timeout."),
     ConfigDef("zookeeper.connection.timeout.ms", _I, None, "Time to wait for a ZooKeeper connection; defaults to zookeeper.session.timeout.ms."),
+    # the controller
+    ConfigDef("auto.leader.rebalance.enable", _B, True, "Whether the controller moves leadership back to preferred replicas when brokers are imbalanced."),
+    ConfigDef("leader.imbalance.per.broker.percentage", _I, 10, "Share of a broker's preferred partitions led elsewhere above which the controller rebalances.", Range(0)),
+    ConfigDef("leader.imbalance.check.interval.seconds", _L, 300, "How often the controller checks leader imbalance.", Range(1)),
+    ConfigDef("controlled.shutdown.enable", _B, True, "Whether a stopping broker first asks the controller to move its leaderships."),
+    ConfigDef("controlled.shutdown.max.retries", _I, 3, "Attempts of a controlled shutdown before stopping anyway.", Range(0)),
+    ConfigDef("controlled.shutdown.retry.backoff.ms", _L, 5000, "Wait between controlled shutdown attempts.", Range(0)),
 )  # fmt: skip
 
 BROKER_CONFIGS: dict[str, ConfigDef] = _table(

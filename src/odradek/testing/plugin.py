@@ -10,6 +10,9 @@ gets the fixture without a conftest::
 The broker listens on an ephemeral loopback port, keeps its data in a temporary directory
 and is stopped and removed after the test. Broker configs can be set per test with the
 ``odradek_config`` marker: ``@pytest.mark.odradek_config(num_partitions=3)``.
+
+``zookeeper_server`` (from ``odradek.testing.zookeeper``) is a real ZooKeeper server for
+each test, for the cluster's tests.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from collections.abc import Iterator
 import pytest
 
 from odradek.testing.embedded import EmbeddedBroker
+
+pytest_plugins = ["odradek.testing.zookeeper"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

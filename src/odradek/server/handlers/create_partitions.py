@@ -63,7 +63,10 @@ async def _create_partitions(store: MetadataStore, wanted, validate_only: bool,
                               increment, [b.node_id for b in store.brokers()])
     if validate_only:
         return ErrorCode.none
-    await store.create_partitions(wanted.name, wanted.count)
+    await store.create_partitions(
+        wanted.name, wanted.count,
+        assignments=None if wanted.assignments is None
+        else [tuple(a.broker_ids) for a in wanted.assignments])
     return completion_error(timeout_ms)
 
 

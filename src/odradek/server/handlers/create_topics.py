@@ -74,6 +74,7 @@ async def _create(store: MetadataStore, config: BrokerConfig, topic, validate_on
     if nulls:
         raise ApiError(ErrorCode.invalid_request,
                        f"Null value not supported for topic configs : {','.join(nulls)}")
+    assignment = None
     if topic.assignments:
         if (topic.num_partitions != NO_NUM_PARTITIONS
                 or topic.replication_factor != NO_REPLICATION_FACTOR):
@@ -95,8 +96,10 @@ async def _create(store: MetadataStore, config: BrokerConfig, topic, validate_on
     topic_id = None
     if not validate_only:
         try:
-            created = await store.create_topic(topic.name, num_partitions, replication_factor,
-                                               configs)
+            created = await store.create_topic(
+                topic.name, num_partitions, replication_factor, configs,
+                assignment={p: tuple(replicas) for p, replicas in assignment.items()}
+                if assignment is not None else None)
         except TopicExistsError:
             raise ApiError(ErrorCode.topic_already_exists,
                            f"Topic '{topic.name}' already exists.") from None
