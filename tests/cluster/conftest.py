@@ -13,10 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from odradek.cluster.local import LocalCluster
+from workload import SESSION_TIMEOUT_MS
 
-# A killed broker leaves the cluster when its ZooKeeper session expires: short sessions
-# keep failover tests quick, long enough that a loaded machine never expires a live one.
-SESSION_TIMEOUT_MS = 6000
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,9 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from odradek.controller.controller import Controller, NotController
+from kio.schema.errors import ErrorCode
+
+from odradek.controller.controller import Controller, ElectionType, NotController
 from odradek.metadata import zk_layout as layout
 from odradek.metadata.model import BrokerInfo, Endpoint
 from odradek.metadata.store import (
@@ -313,3 +315,43 @@ def test_an_unreachable_zookeeper_is_a_clear_error():
             await store.start()
 
     asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_preferred_leaders_come_back_on_demand(zookeeper_server):
+    async def scenario(connect: str) -> None:
+        nodes = await three_nodes(connect)
+        try:
+            await nodes[0].store.create_topic("t", 6, 3, {})
+            await eventually(lambda: all(len(states(n, "t")) == 6 for n in nodes), "visible")
+            preferred = {s.partition: s.replicas[0] for s in nodes[0].store.topic("t").partitions}
+            # Broker 2 stops for a while: its leaderships move away...
+            assert await nodes[1].store.request_controlled_shutdown(WAIT_S * 1000)
+            await nodes[1].store.zk.delete(layout.controlled_shutdown_path(2))
+            moved = [p for p, broker in preferred.items() if broker == 2]
+            assert moved and all(states(nodes[0], "t")[p][0] != 2 for p in moved)
+            # ... and comes back: it rejoins the ISRs, and an election brings them back.
+            for partition in moved:
+                state = nodes[0].store.topic("t").partitions[partition]
+                leader = next(n for n in nodes if n.node_id == state.leader)
+                await leader.store.alter_isr("t", partition, state, state.isr + (2,))
+            await eventually(lambda: all(2 in states(n, "t")[p][2] for n in nodes for p in moved),
+                             "every broker sees broker 2 back in the ISRs")
+            active = controller_of(nodes).controller
+            await eventually(lambda: 2 not in active._shutting_down, "the request is gone")
+            wanted = [("t", p) for p in range(6)] + [("t", 9), ("missing", 0)]
+            results = await active.elect_leaders(wanted, ElectionType.PREFERRED)
+            for partition in range(6):
+                assert results[("t", partition)][0] is (
+                    ErrorCode.none if partition in moved else ErrorCode.election_not_needed)
+            assert results[("t", 9)][0] is ErrorCode.unknown_topic_or_partition
+            assert results[("missing", 0)][0] is ErrorCode.unknown_topic_or_partition
+            await eventually(lambda: all(states(n, "t")[p][0] == preferred[p]
+                                         for n in nodes for p in range(6)), "preferred leaders")
+            other = next(n for n in nodes if not n.controller.is_active)
+            with pytest.raises(NotController):
+                await other.controller.elect_leaders([("t", 0)], ElectionType.PREFERRED)
+        finally:
+            for node in nodes:
+                await node.stop()
+
+    run(scenario, zookeeper_server.connect_string)

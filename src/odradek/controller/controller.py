@@ -23,9 +23,12 @@ controller sends them nothing.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
 
 from odradek.controller.election import (
     Election,
@@ -64,6 +67,13 @@ WRITE_ATTEMPTS = 5
 
 class NotController(Exception):
     """This broker is not (or no longer) the controller."""
+
+
+class ElectionType(enum.IntEnum):
+    """ElectLeaders' election_type."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +190,12 @@ class Controller:
         await self._watch_admin_paths()
         await self._create_missing_states(self._store.topics_pending_states())
         await self._elect_offline_partitions()
+        # Brokers that died before this controller was elected (the previous controller
+        # among them) leave the ISRs now, as they would have then.
+        dead = frozenset(replica for topic in self._store.topics().values()
+                         for state in topic.partitions for replica in state.isr) - self._live
+        if dead:
+            await self._remove_from_isr(dead)
         await self._delete_requested_topics()
         await self._handle_controlled_shutdowns()
         self._rebalancer = asyncio.get_running_loop().create_task(
@@ -549,22 +565,97 @@ class Controller:
         await self.elect_preferred_leaders(chosen)
 
     async def elect_preferred_leaders(self, partitions: Iterable[tuple[str, int]]) -> None:
+        await self._update_states([self._preferred_election(topic, partition)
+                                    for topic, partition in partitions
+                                    if self._store.topic(topic) is not None])
+
+    def _preferred_election(self, topic: str, partition: int) -> _StateUpdate:
+        replicas = self._store.topic(topic).partitions[partition].replicas
+
+        def decide(current: layout.LeaderAndIsr) -> layout.LeaderAndIsr | None:
+            if replicas and current.leader == replicas[0]:
+                return None
+            election = preferred_replica_leader(replicas, current.isr, self._live)
+            return None if election is None else self._new_leader(current, election)
+
+        return _StateUpdate(topic, partition, decide)
+
+    def _unclean_election(self, topic: str, partition: int) -> _StateUpdate:
+        replicas = self._store.topic(topic).partitions[partition].replicas
+
+        def decide(current: layout.LeaderAndIsr) -> layout.LeaderAndIsr | None:
+            if current.leader in self._live:
+                return None
+            return self._new_leader(current, offline_partition_leader(
+                replicas, current.isr, self._live, unclean_allowed=True))
+
+        return _StateUpdate(topic, partition, decide)
+
+    # -- ElectLeaders ------------------------------------------------------------------
+
+    async def elect_leaders(self, partitions: list[tuple[str, int]],
+                            election_type: ElectionType
+                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders: elections on demand, run on the controller's queue like its own
+        decisions. Raises ``NotController`` on a broker that is not the controller."""
+        if not self._active:
+            raise NotController()
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        async def elect() -> None:
+            try:
+                future.set_result(await self._elect_leaders(partitions, election_type))
+            except Exception as exc:
+                future.set_exception(exc)
+                raise
+
+        self._enqueue(elect)
+        return await future
+
+    async def _elect_leaders(self, partitions: list[tuple[str, int]],
+                             election_type: ElectionType
+                             ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        self._require_active()
+        results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
         updates = []
         for topic, partition in partitions:
             metadata = self._store.topic(topic)
-            if metadata is None or partition >= len(metadata.partitions):
+            if metadata is None or not 0 <= partition < len(metadata.partitions):
+                results[(topic, partition)] = (ErrorCode.unknown_topic_or_partition, None)
                 continue
-            replicas = metadata.partitions[partition].replicas
-
-            def decide(current: layout.LeaderAndIsr, replicas=replicas
-                       ) -> layout.LeaderAndIsr | None:
-                if replicas and current.leader == replicas[0]:
-                    return None
-                election = preferred_replica_leader(replicas, current.isr, self._live)
-                return None if election is None else self._new_leader(current, election)
-
-            updates.append(_StateUpdate(topic, partition, decide))
+            state = metadata.partitions[partition]
+            if election_type is ElectionType.PREFERRED:
+                if state.leader == state.replicas[0]:
+                    results[(topic, partition)] = (ErrorCode.election_not_needed, None)
+                elif preferred_replica_leader(state.replicas, state.isr, self._live) is None:
+                    results[(topic, partition)] = (
+                        ErrorCode.preferred_leader_not_available,
+                        f"Failed to elect leader for partition {topic}-{partition} under "
+                        "strategy PreferredReplicaPartitionLeaderElectionStrategy")
+                else:
+                    updates.append(self._preferred_election(topic, partition))
+            elif state.leader in self._live:
+                results[(topic, partition)] = (ErrorCode.election_not_needed, None)
+            elif offline_partition_leader(state.replicas, state.isr, self._live,
+                                          unclean_allowed=True) is None:
+                results[(topic, partition)] = (
+                    ErrorCode.eligible_leaders_not_available,
+                    f"Failed to elect leader for partition {topic}-{partition} under "
+                    "strategy OfflinePartitionLeaderElectionStrategy")
+            else:
+                updates.append(self._unclean_election(topic, partition))
         await self._update_states(updates)
+        for update in updates:
+            state = self._store.topic(update.topic).partitions[update.partition]
+            elected = (state.leader == state.replicas[0]
+                       if election_type is ElectionType.PREFERRED else state.leader in self._live)
+            results[(update.topic, update.partition)] = (
+                (ErrorCode.none, None) if elected else
+                (ErrorCode.preferred_leader_not_available
+                 if election_type is ElectionType.PREFERRED
+                 else ErrorCode.eligible_leaders_not_available,
+                 "the partition's state changed during the election"))
+        return results
 
 
 async def _children_or_empty(zk, path: str) -> list[str]:

@@ -116,6 +116,11 @@ class AsyncZooKeeper:
         """Drops the wrapper kept for ``watch`` (its path is gone for good)."""
         self._wrappers.pop(watch, None)
 
+    def forget_watches(self) -> None:
+        """Drops every wrapper: the session they were set in has expired, and with it
+        every watch."""
+        self._wrappers.clear()
+
     def close(self) -> None:
         """Ends the session (its ephemeral znodes go at once) and stops kazoo's thread."""
         try:

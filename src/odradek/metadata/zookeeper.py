@@ -56,6 +56,7 @@ from odradek.metadata.zk_client import (
     NoNodeError,
     WatchedEvent,
     ZnodeStat,
+    ZooKeeperUnavailable,
 )
 
 log = logging.getLogger(__name__)
@@ -188,18 +189,22 @@ class ZooKeeperMetadataStore(MetadataStore):
                 # A new session: ephemeral znodes and watches of the old one are gone.
                 self._session_lost = False
                 self._watches.clear()
+                self.zk.forget_watches()
                 self._spawn(self._reestablish())
             else:
                 self._publish(SessionChanged(True))
 
     async def _reestablish(self) -> None:
+        """A new session: register again and read everything again, since what changed
+        while this broker had no session reached it through no watch."""
         await self._register()
-        await self._load()
+        await self._load(everything=True)
         self._publish(SessionChanged(True))
 
-    async def _load(self) -> None:
+    async def _load(self, *, everything: bool = False) -> None:
         await asyncio.gather(self._refresh_brokers(), self._refresh_controller(),
-                             self._refresh_topic_list(), self._refresh_broker_config(None),
+                             self._refresh_topic_list(everything=everything),
+                             self._refresh_broker_config(None),
                              self._refresh_broker_config(self._me.node_id))
 
     # -- reads -------------------------------------------------------------------------
@@ -250,8 +255,13 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def _task_done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None and not self._closed:
-            log.error("ZooKeeper metadata refresh failed", exc_info=task.exception())
+        if task.cancelled() or self._closed or (error := task.exception()) is None:
+            return
+        if isinstance(error, ZooKeeperUnavailable):
+            # The session is suspended or gone: a new one reads everything again.
+            log.warning("ZooKeeper metadata refresh failed: %s", error)
+        else:
+            log.error("ZooKeeper metadata refresh failed", exc_info=error)
 
     def _watch(self, path: str, refresh: Callable[[], Coroutine[Any, Any, None]]
                ) -> Callable[[WatchedEvent], None]:
@@ -296,21 +306,24 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._publish(ControllerChanged(controller_id))
             self._check_waiters()
 
-    async def _refresh_topic_list(self) -> None:
+    async def _refresh_topic_list(self, *, everything: bool = False) -> None:
+        """New topics are read, gone ones forgotten; with ``everything``, every topic is
+        read again, every partition state included."""
         names = set(await self.zk.children(
             layout.TOPICS, self._watch(layout.TOPICS, self._refresh_topic_list)))
         for name in set(self._assignments) - names:
             self._forget_topic(name)
-        await asyncio.gather(*(self._refresh_topic(name) for name in names
-                               if name not in self._assignments))
+        await asyncio.gather(*(self._refresh_topic(name, every_state=everything)
+                               for name in names
+                               if everything or name not in self._assignments))
 
-    async def _refresh_topic(self, name: str) -> None:
+    async def _refresh_topic(self, name: str, *, every_state: bool = False) -> None:
         path = layout.topic_path(name)
         got = await self.zk.get_or_none(path, self._watch(path, lambda: self._refresh_topic(name)))
         if got is None:
             self._forget_topic(name)
             return
-        if not self._fresh(path, got[1]):
+        if not self._fresh(path, got[1]) and not every_state:
             return
         assignment = layout.decode_assignment(got[0])
         previous = self._assignments.get(name)
@@ -320,7 +333,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         await asyncio.gather(
             self._refresh_topic_config(name, rebuild=False),
             *(self._refresh_state(name, p, rebuild=False) for p in assignment.replicas
-              if p not in self._states.get(name, {})))
+              if every_state or p not in self._states.get(name, {})))
         self._rebuild(name)
         self._publish(TopicAssignmentChanged(name))
 

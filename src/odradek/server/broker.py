@@ -257,6 +257,7 @@ class Broker:
             replica_manager=self.replica_manager,
             group_coordinator=self.group_coordinator,
             auto_topic_creation=AutoTopicCreationManager(self.metadata, self.config),
+            controller=self.controller,
         )
 
     # -- background tasks --------------------------------------------------------------

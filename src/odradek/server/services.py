@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from odradek.controller.controller import Controller
 from odradek.coordinator.group import GroupCoordinator
 from odradek.metadata.store import MetadataStore
 from odradek.replication.replica_manager import ReplicaManager
@@ -28,6 +29,8 @@ class Services:
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
     auto_topic_creation: AutoTopicCreationManager
+    # The controller election this broker takes part in (a cluster only; None on one node).
+    controller: Controller | None = None
 
 
 SERVICE_NAMES = frozenset(f.name for f in fields(Services))

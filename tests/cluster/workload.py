@@ -1,0 +1,155 @@
+"""What the cluster fault tests run while faults happen, and how they wait and check.
+
+``Workload`` is an idempotent acks=all producer of unique values that records what it was
+told; ``GroupReader`` a consumer in a group that records every offset it committed;
+``check_topic`` reads every replica of every partition from the brokers' files and checks
+the workload's acknowledged values against them (``checker``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from checker import CheckResult, check_partition, read_replicas
+
+# A killed broker leaves the cluster when its ZooKeeper session expires: short sessions
+# keep failover tests quick, long enough that a loaded machine never expires a live one.
+SESSION_TIMEOUT_MS = 6000
+PRODUCE_RATE = 500  # values per second: enough to be mid-write at every fault
+CONVERGE_S = 90  # every wait for the cluster to settle ends by then
+
+
+class Workload:
+    """One idempotent acks=all producer of unique values, and what it was told."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+            "linger.ms": 5, "message.timeout.ms": 120_000, "retry.backoff.ms": 100,
+            "topic.metadata.refresh.interval.ms": 1000, "log_level": 3})
+        self.attempted: set[bytes] = set()
+        self.acknowledged: dict[int, set[bytes]] = defaultdict(set)
+        self.failed: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, error, message) -> None:
+        if error is None:
+            self.acknowledged[message.partition()].add(message.value())
+        else:
+            self.failed.append(str(error))
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            value = f"value-{i}".encode()
+            try:
+                self.producer.produce(self.topic, value, on_delivery=self._delivered)
+            except BufferError:
+                self.producer.poll(0.1)
+                continue
+            self.attempted.add(value)
+            i += 1
+            self.producer.poll(0)
+            time.sleep(1 / PRODUCE_RATE)
+
+    def start(self) -> Workload:
+        self._thread.start()
+        return self
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(10)
+        return self.producer.flush(CONVERGE_S)
+
+
+class GroupReader:
+    """A consumer in a group, committing as it goes; records every committed offset."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.committed: dict[int, list[int]] = defaultdict(list)
+        self.consumed = 0
+        self._consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": f"{topic}-readers",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "session.timeout.ms": 10_000, "on_commit": self._on_commit, "log_level": 3})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _on_commit(self, error, partitions) -> None:
+        if error is None:
+            for tp in partitions:
+                if tp.error is None and tp.offset >= 0:
+                    self.committed[tp.partition].append(tp.offset)
+
+    def _run(self) -> None:
+        self._consumer.subscribe([self.topic])
+        while not self._stop.is_set():
+            message = self._consumer.poll(0.2)
+            if message is None or message.error():
+                continue
+            self.consumed += 1
+            if self.consumed % 200 == 0:
+                self._consumer.commit(asynchronous=True)
+        self._consumer.close()
+
+    def start(self) -> GroupReader:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def leaders(admin: AdminClient, topic_name: str) -> dict[int, int]:
+    topic = admin.list_topics(topic_name, timeout=10).topics[topic_name]
+    return {p: m.leader for p, m in topic.partitions.items()}
+
+
+def wait_for(condition, what: str, timeout_s: float = CONVERGE_S) -> float:
+    """Waits for ``condition()``; returns how long it took."""
+    started = time.monotonic()
+    while True:
+        try:
+            if condition():
+                return time.monotonic() - started
+        except Exception:  # noqa: BLE001 - a broker restarting answers with errors
+            pass
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        time.sleep(0.1)
+
+
+def full_isr(admin: AdminClient, topic_name: str) -> bool:
+    topic = admin.list_topics(topic_name, timeout=5).topics[topic_name]
+    return all(len(m.isrs) == 3 and m.leader >= 0 for m in topic.partitions.values())
+
+
+
+
+def check_topic(bootstrap: str, data_dirs: dict[int, Path], topic: str, partitions: int,
+                workload: Workload) -> CheckResult:
+    """Checks every partition of ``topic`` on every replica against what ``workload`` was
+    told, below each partition's high watermark as its leader reports it."""
+    result = CheckResult()
+    watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-checker"})
+    try:
+        for partition in range(partitions):
+            _, high_watermark = watermarks.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=10)
+            replicas = read_replicas(data_dirs, topic, partition)
+            assert len(replicas) == len(data_dirs), f"{topic}-{partition} is not on every broker"
+            check_partition(replicas, high_watermark, workload.acknowledged[partition],
+                            workload.attempted, result)
+    finally:
+        watermarks.close()
+    return result
