@@ -1,7 +1,9 @@
 """Leadership and metadata across a cluster of broker processes: preferred leaders come
 back on their own after a broker returns (``auto.leader.rebalance.enable``), ElectLeaders
 goes to the controller, every broker answers Metadata the same way, a topic config change
-reaches every broker, and a deleted topic leaves every broker's disk."""
+reaches every broker, a broker's dynamic configs are kept in ZooKeeper across its restart,
+``__consumer_offsets`` is replicated on all three, and a deleted topic leaves every
+broker's disk."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka._model import ElectionType
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
@@ -119,3 +121,35 @@ def test_a_deleted_topic_leaves_every_broker(cluster):
         topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(
             timeout=5).topics
         assert "doomed" not in topics
+
+
+def test_the_offsets_topic_is_replicated_on_every_broker(cluster):
+    create(cluster, "grouped", 1)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "g",
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe(["grouped"])
+        wait_for(lambda: consumer.poll(0.2) is None and consumer.assignment(),
+                 "the group has its assignment")
+    finally:
+        consumer.close()
+    offsets = partitions(cluster.bootstrap_servers, "__consumer_offsets")
+    assert len(offsets) == 50
+    assert all(len(replicas) == 3 for _, replicas, _ in offsets.values())
+
+
+def test_a_broker_config_is_kept_in_zookeeper_across_a_restart(cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.BROKER, "2",
+                              set_config={"log.retention.ms": "7200000"})
+    admin.alter_configs([resource])[resource].result(30)
+    broker = cluster.brokers[2]
+    broker.stop()
+    broker.start()
+
+    def retention_ms() -> str:
+        one = AdminClient({"bootstrap.servers": broker.bootstrap})
+        described = one.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "2")])
+        return next(iter(described.values())).result(10)["log.retention.ms"].value
+
+    wait_for(lambda: retention_ms() == "7200000", "the restarted broker has its config", 30)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
+from workload import wait_for
 from odradek.cluster.local import BrokerProcess, BrokerProcessError, LocalCluster
 
 ODRADEK = str(Path(sys.executable).with_name("odradek"))
@@ -27,13 +27,6 @@ CLIENT_TIMEOUT_S = 15.0
 BROKER_LEAVES_MARGIN_S = 10
 # `cluster up` starts a JVM and three Python brokers, `down` stops them.
 CLI_TIMEOUT_S = 60
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} not within {timeout_s} s"
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -64,7 +57,7 @@ def test_a_topic_with_replication_factor_3_has_every_broker_in_sync(admin):
         return len(partitions) == 3 and all(
             sorted(p.replicas) == [1, 2, 3] and sorted(p.isrs) == [1, 2, 3] for p in partitions)
 
-    wait_until(fully_replicated, CLIENT_TIMEOUT_S, "3 replicas in sync for every partition")
+    wait_for(fully_replicated, "3 replicas in sync for every partition", CLIENT_TIMEOUT_S)
 
 
 def test_a_killed_broker_leaves_the_cluster_and_returns_when_started(local_cluster, admin):
@@ -73,17 +66,14 @@ def test_a_killed_broker_leaves_the_cluster_and_returns_when_started(local_clust
     try:
         broker.kill()
         assert not broker.running
-        wait_until(lambda: 3 not in metadata(admin).brokers,
-                   local_cluster.zookeeper_session_timeout_ms / 1000 + BROKER_LEAVES_MARGIN_S,
-                   "broker 3 gone from the metadata")
+        wait_for(lambda: 3 not in metadata(admin).brokers, "broker 3 gone from the metadata", local_cluster.zookeeper_session_timeout_ms / 1000 + BROKER_LEAVES_MARGIN_S)
         assert set(metadata(admin).brokers) == {1, 2}
     finally:
         if not broker.running:
             broker.start()
 
     assert broker.pid != pid and broker.port == port
-    wait_until(lambda: 3 in metadata(admin).brokers, CLIENT_TIMEOUT_S,
-               "broker 3 back in the metadata")
+    wait_for(lambda: 3 in metadata(admin).brokers, "broker 3 back in the metadata", CLIENT_TIMEOUT_S)
 
 
 def test_from_directory_controls_the_cluster_started_elsewhere(local_cluster):
@@ -99,10 +89,10 @@ def test_from_directory_controls_the_cluster_started_elsewhere(local_cluster):
     pid = local_cluster.brokers[2].pid
     found.brokers[2].pause()
     try:  # signals are delivered asynchronously
-        wait_until(lambda: process_state(pid) == "T", 5, "broker 2 stopped by SIGSTOP")
+        wait_for(lambda: process_state(pid) == "T", "broker 2 stopped by SIGSTOP", 5)
     finally:
         found.brokers[2].resume()
-    wait_until(lambda: process_state(pid) != "T", 5, "broker 2 running again")
+    wait_for(lambda: process_state(pid) != "T", "broker 2 running again", 5)
 
 
 def process_state(pid: int) -> str:

@@ -355,3 +355,65 @@ def test_preferred_leaders_come_back_on_demand(zookeeper_server):
                 await node.stop()
 
     run(scenario, zookeeper_server.connect_string)
+
+
+def test_a_reassignment_moves_a_partition_once_the_new_replicas_catch_up(zookeeper_server):
+    async def scenario(connect: str) -> None:
+        nodes = await three_nodes(connect)
+        try:
+            await nodes[0].store.create_topic("t", 1, 2, {}, assignment={0: (1, 2)})
+            await eventually(lambda: all(len(states(n, "t")) == 1 for n in nodes), "visible")
+            active = controller_of(nodes).controller
+            results = await active.alter_reassignments({
+                ("t", 0): (2, 3), ("t", 5): (1,), ("missing", 0): (1,)})
+            assert results[("t", 0)] == (ErrorCode.none, None)
+            assert results[("t", 5)][0] is ErrorCode.unknown_topic_or_partition
+            assert results[("missing", 0)][0] is ErrorCode.unknown_topic_or_partition
+            await eventually(lambda: all(n.store.topic("t").partitions[0].replicas == (2, 3, 1)
+                                         for n in nodes), "every broker sees the new replicas")
+            assert active.list_reassignments(None) == {"t": {0: ((2, 3, 1), (3,), (1,))}}
+            # The leader (1) sees broker 3 catch up and adds it to the ISR.
+            state = nodes[0].store.topic("t").partitions[0]
+            assert state.leader == 1
+            await nodes[0].store.alter_isr("t", 0, state, state.isr + (3,))
+            await eventually(lambda: all(n.store.topic("t").partitions[0].replicas == (2, 3)
+                                         for n in nodes), "the reassignment completed")
+            done = nodes[2].store.topic("t").partitions[0]
+            assert done.leader == 2 and done.leader_epoch == state.leader_epoch + 1
+            assert sorted(done.isr) == [2, 3]
+            assert active.list_reassignments(None) == {}
+        finally:
+            for node in nodes:
+                await node.stop()
+
+    run(scenario, zookeeper_server.connect_string)
+
+
+def test_a_reassignment_can_be_cancelled_and_bad_ones_are_refused(zookeeper_server):
+    async def scenario(connect: str) -> None:
+        nodes = await three_nodes(connect)
+        try:
+            await nodes[0].store.create_topic("t", 2, 1, {}, assignment={0: (1,), 1: (2,)})
+            await eventually(lambda: all(len(states(n, "t")) == 2 for n in nodes), "visible")
+            active = controller_of(nodes).controller
+            refused = await active.alter_reassignments({
+                ("t", 0): (), ("t", 1): (3, 3)})
+            assert refused[("t", 0)][0] is ErrorCode.invalid_replica_assignment
+            assert refused[("t", 1)][0] is ErrorCode.invalid_replica_assignment
+            assert (await active.alter_reassignments({("t", 0): (1, 9)}))[("t", 0)][0] \
+                is ErrorCode.invalid_replica_assignment  # broker 9 is not alive
+            assert (await active.alter_reassignments({("t", 0): None}))[("t", 0)][0] \
+                is ErrorCode.no_reassignment_in_progress
+            assert (await active.alter_reassignments({("t", 0): (3,)}))[("t", 0)][0] \
+                is ErrorCode.none
+            await eventually(lambda: "t" in active.list_reassignments(None), "in progress")
+            assert (await active.alter_reassignments({("t", 0): None}))[("t", 0)][0] \
+                is ErrorCode.none
+            await eventually(lambda: all(n.store.topic("t").partitions[0].replicas == (1,)
+                                         for n in nodes), "back where it was")
+            assert active.list_reassignments(None) == {}
+        finally:
+            for node in nodes:
+                await node.stop()
+
+    run(scenario, zookeeper_server.connect_string)

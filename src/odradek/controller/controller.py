@@ -27,9 +27,11 @@ import enum
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.controller import reassignment
 from odradek.controller.election import (
     Election,
     controlled_shutdown_leader,
@@ -48,6 +50,7 @@ from odradek.metadata.zk_client import (
     WatchedEvent,
     ZooKeeperUnavailable,
 )
+from odradek.metadata.store import PartitionStatesChanged
 from odradek.metadata.zookeeper import (
     BrokersChanged,
     ControllerChanged,
@@ -167,6 +170,10 @@ class Controller:
                 self._enqueue(lambda: self._on_brokers_changed(live))
             case TopicAssignmentChanged(topic):
                 self._enqueue(lambda: self._on_topic_assignment(topic))
+            case PartitionStatesChanged(topic, _) if self._active and self._reassigning(
+                    topic.name):
+                # A new replica may have joined the ISR: its reassignment may complete.
+                self._enqueue(lambda: self._complete_reassignments(topic.name))
 
     # -- becoming controller -----------------------------------------------------------
 
@@ -198,6 +205,8 @@ class Controller:
             await self._remove_from_isr(dead)
         await self._delete_requested_topics()
         await self._handle_controlled_shutdowns()
+        for topic in [t for t in self._store.topics() if self._reassigning(t)]:
+            await self._complete_reassignments(topic)  # reassignments a controller started
         self._rebalancer = asyncio.get_running_loop().create_task(
             self._check_preferred_leaders_periodically(), name="controller-leader-rebalance")
 
@@ -355,6 +364,8 @@ class Controller:
         pending = self._store.topics_pending_states()
         if topic in pending:
             await self._create_missing_states({topic: pending[topic]})
+        if self._reassigning(topic):
+            await self._complete_reassignments(topic)
 
     async def _create_missing_states(self, pending: dict[str, layout.TopicAssignment]) -> None:
         """Initial leader and ISR of new partitions: the live replicas, the first of them
@@ -598,18 +609,24 @@ class Controller:
                             ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
         """ElectLeaders: elections on demand, run on the controller's queue like its own
         decisions. Raises ``NotController`` on a broker that is not the controller."""
+        return await self._on_queue(lambda: self._elect_leaders(partitions, election_type))
+
+    async def _on_queue(self, work: Callable[[], Awaitable[Any]]) -> Any:
+        """Runs a client's request on the controller's queue, after what is already there,
+        and returns its result. Raises ``NotController`` on a broker that is not the
+        controller (or stops being it meanwhile)."""
         if not self._active:
             raise NotController()
         future: asyncio.Future = asyncio.get_running_loop().create_future()
 
-        async def elect() -> None:
+        async def run() -> None:
             try:
-                future.set_result(await self._elect_leaders(partitions, election_type))
+                future.set_result(await work())
             except Exception as exc:
                 future.set_exception(exc)
                 raise
 
-        self._enqueue(elect)
+        self._enqueue(run)
         return await future
 
     async def _elect_leaders(self, partitions: list[tuple[str, int]],
@@ -656,6 +673,113 @@ class Controller:
                  else ErrorCode.eligible_leaders_not_available,
                  "the partition's state changed during the election"))
         return results
+
+    # -- reassignment ------------------------------------------------------------------
+
+    async def alter_reassignments(self, targets: dict[tuple[str, int], tuple[int, ...] | None]
+                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments: starts (or, for a None target, cancels) each
+        partition's reassignment; they complete as their new replicas catch up."""
+        return await self._on_queue(lambda: self._alter_reassignments(targets))
+
+    def list_reassignments(self, topics: Iterable[str] | None
+                           ) -> dict[str, dict[int, tuple[tuple[int, ...], tuple[int, ...],
+                                                      tuple[int, ...]]]]:
+        """ListPartitionReassignments: per topic and partition, (replicas, adding,
+        removing) of the reassignments in progress."""
+        if not self._active:
+            raise NotController()
+        names = self._store.topics().keys() if topics is None else topics
+        ongoing = {}
+        for name in names:
+            assignment = self._store.assignment(name)
+            if assignment is None:
+                continue
+            partitions = {p: (assignment.replicas[p], assignment.adding.get(p, ()),
+                              assignment.removing.get(p, ()))
+                          for p in sorted(assignment.replicas)
+                          if reassignment.is_reassigning(assignment, p)}
+            if partitions:
+                ongoing[name] = partitions
+        return ongoing
+
+    async def _alter_reassignments(self, targets: dict[tuple[str, int], tuple[int, ...] | None]
+                                   ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        self._require_active()
+        results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        by_topic: dict[str, dict[int, tuple[int, ...] | None]] = {}
+        for (topic, partition), target in targets.items():
+            by_topic.setdefault(topic, {})[partition] = target
+        for topic, wanted in by_topic.items():
+            got = await self._store.zk.get_or_none(layout.topic_path(topic))
+            if got is None:
+                for partition in wanted:
+                    results[(topic, partition)] = (ErrorCode.unknown_topic_or_partition, None)
+                continue
+            before = changed = layout.decode_assignment(got[0])
+            for partition, target in wanted.items():
+                try:
+                    changed = reassignment.start(changed, partition, target, self._live)
+                    results[(topic, partition)] = (ErrorCode.none, None)
+                except reassignment.ReassignmentError as exc:
+                    results[(topic, partition)] = (exc.error_code, exc.message)
+            if changed != before:
+                try:
+                    await self._write([SetData(layout.topic_path(topic),
+                                               layout.encode_assignment(changed),
+                                               got[1].version)])
+                except (BadVersionError, NoNodeError):
+                    for partition in wanted:  # the topic changed meanwhile: ask again
+                        results[(topic, partition)] = (
+                            ErrorCode.request_timed_out,
+                            "the topic's assignment changed meanwhile; try again")
+                    continue
+                log.info("controller: reassigning %s: %s", topic, {
+                    p: list(changed.replicas[p]) for p in wanted if p in changed.replicas})
+                await self._store.refresh_topic(topic)
+            await self._complete_reassignments(topic)
+        return results
+
+    async def _complete_reassignments(self, topic: str) -> None:
+        """Completes each reassignment of ``topic`` whose target replicas are all in the
+        ISR: the partition's state and the topic's assignment in one fenced multi."""
+        if not self._active:
+            return
+        zk = self._store.zk
+        got = await zk.get_or_none(layout.topic_path(topic))
+        if got is None:
+            return
+        assignment, version = layout.decode_assignment(got[0]), got[1].version
+        for partition in sorted(assignment.replicas):
+            if not reassignment.is_reassigning(assignment, partition):
+                continue
+            state_path = layout.partition_state_path(topic, partition)
+            current = await zk.get_or_none(state_path)
+            if current is None:
+                continue
+            done = reassignment.complete(assignment, partition,
+                                         layout.decode_leader_and_isr(current[0]),
+                                         self._live, self.epoch)
+            if done is None:
+                continue
+            operations = [] if done.state is None else [
+                SetData(state_path, layout.encode_leader_and_isr(done.state),
+                        current[1].version)]
+            operations.append(SetData(layout.topic_path(topic),
+                                      layout.encode_assignment(done.assignment), version))
+            try:
+                await self._write(operations)
+            except (BadVersionError, NoNodeError):
+                return  # something moved meanwhile: the event it caused tries again
+            log.info("controller: reassignment of %s-%d done: replicas %s", topic, partition,
+                     list(done.assignment.replicas[partition]))
+            assignment, version = done.assignment, version + 1
+        await self._store.refresh_topic(topic)
+
+    def _reassigning(self, topic: str) -> bool:
+        assignment = self._store.assignment(topic)
+        return assignment is not None and any(
+            reassignment.is_reassigning(assignment, p) for p in assignment.replicas)
 
 
 async def _children_or_empty(zk, path: str) -> list[str]:

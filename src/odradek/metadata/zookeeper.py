@@ -337,6 +337,11 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._rebuild(name)
         self._publish(TopicAssignmentChanged(name))
 
+    async def refresh_topic(self, name: str) -> None:
+        """Reads a topic's assignment and partition states now (the controller, right after
+        writing them)."""
+        await self._refresh_topic(name, every_state=True)
+
     async def refresh_partition_state(self, name: str, partition: int) -> None:
         """Reads a partition's state now (the controller, right after writing it)."""
         await self._refresh_state(name, partition)
@@ -388,16 +393,17 @@ class ZooKeeperMetadataStore(MetadataStore):
         if assignment is None:
             return
         states = self._states.get(name, {})
-        partitions = []
-        for p in range(len(assignment.replicas)):
-            if p not in states:
-                break  # partitions become visible in order, once the controller wrote them
-            leader_and_isr, version = states[p]
-            partitions.append(layout.partition_state(p, assignment.replicas[p],
-                                                     leader_and_isr, version))
         old = self._topics.get(name)
-        if not partitions:
-            return
+        # A topic, or the partitions a CreatePartitions added, become visible together, once
+        # the controller wrote every one's state: a partition count seen is never partial
+        # (the group coordinator maps groups to partitions by it).
+        count = len(assignment.replicas)
+        if any(p not in states for p in range(count)):
+            count = len(old.partitions) if old is not None else 0
+        if count == 0 or any(p not in states for p in range(count)):
+            return  # not created yet, or being deleted (the topic's znode going says so)
+        partitions = [layout.partition_state(p, assignment.replicas[p], *states[p])
+                      for p in range(count)]
         topic = TopicMetadata(name, assignment.topic_id, tuple(partitions),
                               dict(self._topic_configs.get(name, {})))
         self._topics[name] = topic

@@ -123,10 +123,12 @@ class Partition:
                 for replica in state.replicas if replica != self.local_broker_id
             }
         else:
-            for replica in state.replicas:
-                if replica != self.local_broker_id and replica not in self._remote_replicas:
-                    self._remote_replicas[replica] = RemoteReplica(
-                        last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
+            # The replica set may have changed (a reassignment): new followers are counted
+            # from now, removed ones forgotten.
+            self._remote_replicas = {
+                replica: self._remote_replicas.get(replica) or RemoteReplica(
+                    last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
+                for replica in state.replicas if replica != self.local_broker_id}
         self.maybe_increment_leader_high_watermark()
         return became
 

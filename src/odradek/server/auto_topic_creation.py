@@ -4,7 +4,8 @@ A Metadata request for an unknown topic creates it with the broker's defaults
 (``num.partitions``, ``default.replication.factor``) when ``auto.create.topics.enable``
 allows; the first request that needs a group coordinator creates ``__consumer_offsets``,
 with ``offsets.topic.num.partitions`` partitions, replication factor
-``min(offsets.topic.replication.factor, live brokers)`` and Kafka's compacted configs, as
+``offsets.topic.replication.factor`` (in a cluster, not before that many brokers are up; a
+single broker creates it with replication factor 1) and Kafka's compacted configs, as
 Kafka's manager of the same name does. Topics are created through the metadata store, whose
 event makes the broker create their logs and lead them (and the group coordinator load the
 ``__consumer_offsets`` partitions led here).
@@ -23,25 +24,37 @@ class AutoTopicCreationManager:
         self._metadata = metadata
         self._config = config
 
-    async def create_topic(self, name: str) -> TopicMetadata:
-        """``name`` with the broker's defaults, or ``__consumer_offsets`` with its own."""
+    async def create_topic(self, name: str) -> TopicMetadata | None:
+        """``name`` with the broker's defaults, or ``__consumer_offsets`` with its own (None
+        while it cannot be created)."""
         if name == OFFSETS_TOPIC:
             return await self.offsets_topic()
-        return await self._metadata.create_topic(
-            name, self._config.get("num.partitions"),
-            self._config.get("default.replication.factor"), {})
+        try:
+            return await self._metadata.create_topic(
+                name, self._config.get("num.partitions"),
+                self._config.get("default.replication.factor"), {})
+        except TopicExistsError:
+            # Created meanwhile by another request (in a cluster, perhaps on another broker,
+            # and not yet visible here: then the client is told to ask again).
+            return self._metadata.topic(name)
 
-    async def offsets_topic(self) -> TopicMetadata:
-        """``__consumer_offsets``, created the first time it is needed."""
+    async def offsets_topic(self) -> TopicMetadata | None:
+        """``__consumer_offsets``, created the first time it is needed; None while it
+        cannot be (COORDINATOR_NOT_AVAILABLE: the client asks again)."""
         store = self._metadata
         topic = store.topic(OFFSETS_TOPIC)
         if topic is None:
             get = self._config.get
+            replication_factor = get("offsets.topic.replication.factor")
+            live = len(store.brokers())
+            if get("zookeeper.connect") and live < replication_factor:
+                # In a cluster, as in Kafka: not created until enough brokers are up, so
+                # that it is not created less replicated than asked, for good.
+                return None
             try:
                 topic = await store.create_topic(
                     OFFSETS_TOPIC, get("offsets.topic.num.partitions"),
-                    min(get("offsets.topic.replication.factor"), len(store.brokers())),
-                    offsets_topic_configs(get))
+                    min(replication_factor, live), offsets_topic_configs(get))
             except TopicExistsError:  # created by a request that got here first
                 topic = store.topic(OFFSETS_TOPIC)
         return topic

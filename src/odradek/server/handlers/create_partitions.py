@@ -20,7 +20,6 @@ from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.api_error import ApiError, check_new_partitions, completion_error
-from odradek.server.handlers.create_topics import refuse_explicit_placement_in_a_cluster
 
 
 @handles(ApiKey.CREATE_PARTITIONS)
@@ -97,4 +96,3 @@ def _validate_assignments(topic: TopicMetadata, assignments: list[list[int]], in
                        f"{expected} while partitions [{', '.join(str(p) for p, _ in bad)}] have "
                        f"replication factors [{', '.join(str(n) for _, n in bad)}], "
                        "respectively.")
-    refuse_explicit_placement_in_a_cluster(live_brokers)

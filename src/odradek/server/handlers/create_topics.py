@@ -183,16 +183,6 @@ def _validate_assignment(assignment: dict[int, list[int]], live_brokers: list[in
                 raise ApiError(ErrorCode.invalid_replica_assignment,
                                f"The manual partition assignment includes broker {broker_id}, "
                                "but no such broker is registered.")
-    refuse_explicit_placement_in_a_cluster(live_brokers)
-
-
-def refuse_explicit_placement_in_a_cluster(live_brokers: list[int]) -> None:
-    """The metadata store places replicas itself: with one broker there is only one choice,
-    so an explicit assignment that passed the checks is that choice; in a cluster it may
-    not be, and is refused rather than silently ignored."""
-    if len(live_brokers) > 1:
-        raise ApiError(ErrorCode.invalid_request,
-                       "Explicit replica assignments are not supported in a cluster yet.")
 
 
 def _failed(name: str, error: ErrorCode, message: str | None, topic_id=None) -> dict:

@@ -47,6 +47,8 @@ async def _find(ctx: RequestContext, metadata: MetadataStore,
     if key_type != GROUP_KEY_TYPE:
         return _error(key, ErrorCode.invalid_request, f"Unknown coordinator type {key_type}")
     topic = await auto_topic_creation.offsets_topic()
+    if topic is None or not topic.partitions:
+        return _error(key, ErrorCode.coordinator_not_available)
     leader_id = topic.partitions[partition_for(key, len(topic.partitions))].leader
     endpoint = next((e for b, e in listener_brokers(metadata, ctx.listener_name)
                      if b.node_id == leader_id), None)

@@ -101,4 +101,8 @@ async def _auto_create(auto_topic_creation: AutoTopicCreationManager, name: str,
         return _topic_error(name, ErrorCode.invalid_topic_exception)
     if not allowed:
         return _topic_error(name, ErrorCode.unknown_topic_or_partition)
-    return describe_topic(await auto_topic_creation.create_topic(name))
+    topic = await auto_topic_creation.create_topic(name)
+    if topic is None:  # created elsewhere and not visible here yet, or __consumer_offsets
+        # before enough brokers are up to create it: the client asks again
+        return _topic_error(name, ErrorCode.leader_not_available)
+    return describe_topic(topic)
