@@ -36,15 +36,20 @@ import socket
 import subprocess
 import sys
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, suppress
 from pathlib import Path
 
+from odradek.cluster.process import (
+    POLL_INTERVAL_S,
+    command_line,
+    log_tail,
+    wait_for_exit,
+    write_json,
+)
 from odradek.cluster.zookeeper import (
     KILL_WAIT_S,
     LOG_TAIL_LINES,
-    POLL_INTERVAL_S,
     ZooKeeperServer,
     ZooKeeperServerError,
 )
@@ -226,7 +231,7 @@ class BrokerProcess:
             setattr(self, name, port)
 
     def _write_broker_json(self) -> None:
-        _write_json(self.directory / "broker.json", {
+        write_json(self.directory / "broker.json", {
             "node_id": self.node_id, "pid": self._pid, "port": self._port,
             "internal_port": self._internal_port, "zookeeper_connect": self.zookeeper_connect,
             "configs": self.configs})
@@ -246,19 +251,12 @@ class BrokerProcess:
             time.sleep(POLL_INTERVAL_S)
 
     def _start_error(self, what: str) -> BrokerProcessError:
-        with self.log_path.open(errors="replace") as log:
-            tail = "".join(deque(log, LOG_TAIL_LINES))
         return BrokerProcessError(
             f"broker {self.node_id} on {self.bootstrap} {what}; the end of {self.log_path}:\n"
-            f"{tail}")
+            f"{log_tail(self.log_path, LOG_TAIL_LINES)}")
 
     def _wait_for_exit(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while self.running:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(POLL_INTERVAL_S)
-        return True
+        return wait_for_exit(lambda: self.running, timeout_s)
 
     def _signal(self, signum: signal.Signals) -> None:
         if not self.running:
@@ -367,7 +365,7 @@ class LocalCluster:
                 next(ports), next(ports), configs)
 
     def _write_cluster_json(self) -> None:
-        _write_json(self.directory / "cluster.json", {
+        write_json(self.directory / "cluster.json", {
             "brokers": sorted(self.brokers), "configs": self.configs,
             "zookeeper_session_timeout_ms": self.zookeeper_session_timeout_ms})
 
@@ -405,20 +403,9 @@ def _free_ports(count: int) -> list[int]:
         return [s.getsockname()[1] for s in sockets]
 
 
-def _write_json(path: Path, value: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value) + "\n")
-    tmp.replace(path)  # another process reading it never sees half a file
-
-
 def _names_directory(pid: int, directory: Path) -> bool:
     """Whether process ``pid`` is alive and has a path under ``directory`` (its
     ``log.dirs``) in its command line: not a process that reused the pid, and not a zombie (whose command line
     is empty)."""
-    try:
-        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
     under = os.fsencode(directory) + os.fsencode(os.sep)
-    return any(under in arg for arg in arguments)
+    return any(under in arg for arg in command_line(pid))

@@ -31,8 +31,15 @@ import signal
 import socket
 import subprocess
 import time
-from collections import deque
 from pathlib import Path
+
+from odradek.cluster.process import (
+    POLL_INTERVAL_S,
+    command_line,
+    log_tail,
+    wait_for_exit,
+    write_json,
+)
 
 CLASSPATH_ENV = "ODRADEK_ZOOKEEPER_CLASSPATH"
 # Debian's libzookeeper-java: the server jar, whose manifest brings in the libraries it
@@ -51,8 +58,6 @@ log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
 log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1} - %m%n
 """
 
-# How often start() asks `ruok` and stop() looks for the exit: the JVM starts in ~0.5 s.
-POLL_INTERVAL_S = 0.05
 # A live server answers a four letter word at once; a paused one accepts the connection
 # (the kernel does) and never answers.
 RUOK_TIMEOUT_S = 1.0
@@ -225,10 +230,7 @@ class ZooKeeperServer:
         state = {"pid": self._pid, "port": self.port, "host": self.host,
                  "tick_time_ms": self.tick_time_ms,
                  "max_session_timeout_ms": self.max_session_timeout_ms}
-        path = self.directory / "server.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state) + "\n")
-        tmp.replace(path)  # another process reading it never sees half a file
+        write_json(self.directory / "server.json", state)
 
     def _wait_until_serving(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -240,18 +242,12 @@ class ZooKeeperServer:
             time.sleep(POLL_INTERVAL_S)
 
     def _start_error(self, what: str) -> ZooKeeperServerError:
-        with self.log_path.open(errors="replace") as log:
-            tail = "".join(deque(log, LOG_TAIL_LINES))
         return ZooKeeperServerError(
-            f"ZooKeeper on {self.connect_string} {what}; the end of {self.log_path}:\n{tail}")
+            f"ZooKeeper on {self.connect_string} {what}; the end of {self.log_path}:\n"
+            f"{log_tail(self.log_path, LOG_TAIL_LINES)}")
 
     def _wait_for_exit(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while self.running:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(POLL_INTERVAL_S)
-        return True
+        return wait_for_exit(lambda: self.running, timeout_s)
 
     def _signal(self, signum: signal.Signals) -> None:
         if not self.running:
@@ -295,8 +291,4 @@ def _bind(host: str, port: int) -> int:
 def _runs_config(pid: int, config_path: Path) -> bool:
     """Whether process ``pid`` is alive and was started with ``config_path``: not a process
     that reused the pid, and not a zombie (whose command line is empty)."""
-    try:
-        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return os.fsencode(config_path) in arguments
+    return os.fsencode(config_path) in command_line(pid)
