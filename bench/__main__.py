@@ -96,7 +96,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _install_signal_handlers() -> None:
+def install_signal_handlers() -> None:
     def handler(signum, _frame):
         if workloads.STOP.is_set():
             return  # already stopping: don't interrupt the cleanup
@@ -274,7 +274,7 @@ def environment() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    _install_signal_handlers()
+    install_signal_handlers()
     now = datetime.now(timezone.utc)
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
     output = args.output or str(RESULTS_DIR / f"{stamp}.json")

@@ -97,11 +97,12 @@ def unique_topic(kind: str) -> str:
     return f"bench-{kind}-{uuid.uuid4().hex[:8]}"
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
-    """CreateTopics (replication factor 1), then wait until every partition has a leader."""
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0,
+                 replication_factor: int = 1) -> None:
+    """CreateTopics, then wait until every partition has a leader."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
         operation_timeout=timeout,
         request_timeout=timeout,
     )
@@ -163,10 +164,14 @@ def _producer(bootstrap: str, settings: dict) -> tuple[Producer, _Errors]:
     return producer, errors
 
 
-def produce_throughput(bootstrap: str, s: Settings, payloads: list[bytes]) -> dict:
+def produce_throughput(bootstrap: str, s: Settings, payloads: list[bytes],
+                       replication_factor: int = 1, acks: int = 1) -> dict:
+    """``payloads`` into a new topic of ``s.partitions`` partitions with THROUGHPUT_PRODUCER,
+    whose ``acks`` (-1: all) may be overridden; for the replicated cluster (bench.cluster)."""
     topic = unique_topic("throughput")
-    create_topic(bootstrap, topic, s.partitions)
-    producer, errors = _producer(bootstrap, THROUGHPUT_PRODUCER)
+    create_topic(bootstrap, topic, s.partitions, replication_factor=replication_factor)
+    client_config = {**THROUGHPUT_PRODUCER, "acks": acks}
+    producer, errors = _producer(bootstrap, client_config)
     producer.list_topics(topic, timeout=10)  # metadata + connection before the clock starts
     produce, poll = producer.produce, producer.poll
     waits = 0
@@ -199,7 +204,7 @@ def produce_throughput(bootstrap: str, s: Settings, payloads: list[bytes]) -> di
         "enqueue_seconds": t_enqueued - t0,
         "queue_full_waits": waits,
         "client_errors": errors.client[:10],
-        "client_config": THROUGHPUT_PRODUCER,
+        "client_config": client_config,
     }
 
 
