@@ -31,14 +31,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.log import LogConfig, LogError, LogManager, OffsetOutOfRangeError
+from odradek.log import LogConfig, LogError, LogManager, OffsetOutOfRangeError, PartitionLog
 from odradek.log.offset_metadata import LogOffsetMetadata
+from odradek.log.partition_metadata import read_topic_id, write_topic_id
 from odradek.log.validator import AppendOrigin, RecordValidationError
 from odradek.metadata.model import INTERNAL_TOPICS, PartitionState
 from odradek.protocol.records import RecordsError
@@ -156,12 +158,15 @@ class ReplicaManager:
                 self.produce_purgatory.check_and_complete(tp)
 
     def become_leader_or_follower(self, topic: str, states: Iterable[PartitionState], *,
-                                  log_config: LogConfig, topic_config: dict[str, Any]
-                                  ) -> RoleChanges:
+                                  log_config: LogConfig, topic_config: dict[str, Any],
+                                  topic_id: uuid.UUID | None = None) -> RoleChanges:
         """Applies partition states from the metadata store: this broker leads, follows, or
         no longer hosts each partition. A hosted partition keeps its object and its log
         through a role change; waiting produces and fetches on a partition that stops being
-        led here are answered now (NOT_LEADER_OR_FOLLOWER)."""
+        led here are answered now (NOT_LEADER_OR_FOLLOWER). A log first hosted here that
+        belongs to another topic of the same name (``partition.metadata`` names another
+        ``topic_id``: the topic was deleted and created again while this broker was away)
+        is deleted and started afresh."""
         changes = RoleChanges()
         for state in states:
             tp = TopicPartition(topic, state.partition)
@@ -172,7 +177,7 @@ class ReplicaManager:
                 continue
             partition = self._partitions.get(tp)
             if partition is None:
-                log = self.log_manager.get_or_create(tp.topic, tp.partition, log_config)
+                log = self._log_of(tp, log_config, topic_id)
                 partition = Partition(tp, log, local_broker_id=self.node_id,
                                       topic_config=topic_config)
                 self._partitions[tp] = partition
@@ -185,6 +190,24 @@ class ReplicaManager:
             # watermark, and a partition no longer led here answers NOT_LEADER_OR_FOLLOWER.
             self._complete_delayed_requests(tp)
         return changes
+
+    def _log_of(self, tp: TopicPartition, log_config: LogConfig,
+                topic_id: uuid.UUID | None) -> PartitionLog:
+        log = self.log_manager.get_or_create(tp.topic, tp.partition, log_config)
+        if topic_id is None or log.offline_reason is not None:
+            return log
+        stored = read_topic_id(log.directory)
+        if stored is not None and stored != topic_id:
+            logger.warning("%s: the log belongs to an earlier topic of that name (topic id "
+                           "%s, not %s): deleting it", tp, stored, topic_id)
+            self.log_manager.delete_partition(tp.topic, tp.partition)
+            log = self.log_manager.get_or_create(tp.topic, tp.partition, log_config)
+        if stored != topic_id:
+            try:
+                write_topic_id(log.directory, topic_id)
+            except OSError as exc:
+                logger.error("%s: cannot write its partition.metadata: %s", tp, exc)
+        return log
 
     def update_config(self, topic_partition: TopicPartition, log_config: LogConfig,
                       topic_config: dict[str, Any]) -> None:

@@ -379,7 +379,7 @@ class Broker:
         topic_config = self.topic_config(topic.name)
         changes = self.replica_manager.become_leader_or_follower(
             topic.name, states, log_config=to_log_config(topic_config),
-            topic_config=topic_config)
+            topic_config=topic_config, topic_id=topic.topic_id)
         if self.fetchers is not None:
             self.fetchers.remove_partitions(changes.became_leader + changes.removed)
             self.fetchers.add_partitions([self.replica_manager.get_partition(tp)

@@ -6,6 +6,7 @@ answers from the epoch cache."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,8 @@ from odradek.protocol.topic_partition import TopicPartition
 from odradek.replication.delayed_fetch import FetchParams, IsolationLevel, PartitionFetchInfo
 from odradek.replication.partition import PartitionError
 from odradek.replication.replica_manager import ReplicaManager
-from odradek.server.config import BrokerConfig
+from odradek.log.partition_metadata import read_topic_id
+from odradek.server.config import BrokerConfig, effective_topic_config, to_log_config
 from replication_harness import LOCAL, NOW_MS, ORDERS, FakeClock, FakeTimer, append, apply
 
 FOLLOWER = 1
@@ -201,3 +203,34 @@ def test_a_leader_without_a_valid_session_acknowledges_no_acks_all(setup):
     later = produce(manager, 1, acks=-1)
     follower_fetch(manager, 3)
     assert [r.error for r in later] == [ErrorCode.none]
+
+
+def test_a_log_left_by_an_earlier_topic_of_the_same_name_starts_afresh(tmp_path):
+    first, second = uuid.uuid4(), uuid.uuid4()
+    state = PartitionState(0, LOCAL, 0, (LOCAL,), (LOCAL,))
+
+    def restart_and_host(topic_id: uuid.UUID, records: int) -> int:
+        """A broker starting over the same log dir hosts orders-0 of ``topic_id``, appends
+        ``records``; returns the log end offset it found the log at."""
+        clock = FakeClock()
+        config = BrokerConfig({"log.dirs": str(tmp_path)})
+        log_manager = LogManager([tmp_path], clock=clock,
+                                 producer_id_expiration_ms=lambda: 60_000)
+        log_manager.load_all(lambda topic: to_log_config(effective_topic_config({}, config)))
+        manager = ReplicaManager(LOCAL, log_manager, clock, config.get, monotonic_clock=clock,
+                                 call_later=FakeTimer())
+        topic_config = effective_topic_config({}, config)
+        manager.become_leader_or_follower(ORDERS.topic, [state],
+                                          log_config=to_log_config(topic_config),
+                                          topic_config=topic_config, topic_id=topic_id)
+        found = manager.get_partition(ORDERS).log_end_offset
+        produce(manager, records)
+        assert read_topic_id(manager.get_partition(ORDERS).log.directory) == topic_id
+        manager.shutdown()
+        log_manager.close_all()
+        return found
+
+    assert restart_and_host(first, 3) == 0
+    assert restart_and_host(first, 2) == 3  # the same topic keeps its log
+    assert restart_and_host(second, 1) == 0  # another topic of that name starts afresh
+    assert restart_and_host(second, 1) == 1
