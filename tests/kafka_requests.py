@@ -13,7 +13,7 @@ import struct
 
 from hypothesis import strategies as st
 from kio.serial import entity_writer
-from kio.static.primitive import Records
+from kio.static.primitive import Records, i64Timedelta
 
 from odradek.protocol.api import SUPPORTED_APIS, ApiKey, request_class
 from odradek.protocol.messages import build
@@ -113,6 +113,13 @@ REAL_REQUESTS: tuple[bytes, ...] = (
 # Every API and version the broker serves, with bodies Hypothesis builds from kio's types
 # (kio's primitive types resolve on their own; a Records field is any bytes here).
 st.register_type_strategy(Records, st.binary(max_size=64))
+# Durations travel as whole milliseconds, and kio cannot read back the far ends of its own
+# int64 duration range (near timedelta.max its reader fails: "timedelta milliseconds
+# overflow"), though its strategy draws them. A client sends whole milliseconds within any
+# sane range, so durations are drawn within 100,000 years.
+_MAX_DURATION_MS = 100_000 * 365 * 24 * 3600 * 1000
+st.register_type_strategy(i64Timedelta, st.integers(-_MAX_DURATION_MS, _MAX_DURATION_MS).map(
+    lambda ms: i64Timedelta.parse(datetime.timedelta(milliseconds=ms))))
 SERVED_VERSIONS = tuple((key, version) for key, versions in SUPPORTED_APIS.items()
                         for version in range(versions.min_version, versions.max_version + 1))
 

@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from checker import CheckResult, check_partition, read_replicas
@@ -71,7 +71,10 @@ class Workload:
 
 
 class GroupReader:
-    """A consumer in a group, committing as it goes; records every committed offset."""
+    """A consumer in a group, committing as it goes; records every offset a commit was
+    acknowledged for, in order. Commits are synchronous, so the order is the broker's: an
+    offset lower than one acknowledged before means the group lost a commit (a coordinator
+    failing over to a replica without it) and started reading again from further back."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.topic = topic
@@ -80,15 +83,18 @@ class GroupReader:
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": f"{topic}-readers",
             "auto.offset.reset": "earliest", "enable.auto.commit": False,
-            "session.timeout.ms": 10_000, "on_commit": self._on_commit, "log_level": 3})
+            "session.timeout.ms": 10_000, "log_level": 3})
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _on_commit(self, error, partitions) -> None:
-        if error is None:
-            for tp in partitions:
-                if tp.error is None and tp.offset >= 0:
-                    self.committed[tp.partition].append(tp.offset)
+    def _commit(self) -> None:
+        try:
+            partitions = self._consumer.commit(asynchronous=False)
+        except KafkaException:
+            return  # during a failover or a rebalance: the next commit carries it
+        for tp in partitions or ():
+            if tp.error is None and tp.offset >= 0:
+                self.committed[tp.partition].append(tp.offset)
 
     def _run(self) -> None:
         self._consumer.subscribe([self.topic])
@@ -98,7 +104,7 @@ class GroupReader:
                 continue
             self.consumed += 1
             if self.consumed % 200 == 0:
-                self._consumer.commit(asynchronous=True)
+                self._commit()
         self._consumer.close()
 
     def start(self) -> GroupReader:
