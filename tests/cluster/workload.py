@@ -83,7 +83,10 @@ class GroupReader:
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": f"{topic}-readers",
             "auto.offset.reset": "earliest", "enable.auto.commit": False,
-            "session.timeout.ms": 10_000, "log_level": 3})
+            "session.timeout.ms": 10_000, "log_level": 3,
+            # A commit to a coordinator frozen by SIGSTOP gives up after this, instead of
+            # librdkafka's default minute, so the reader keeps reading.
+            "socket.timeout.ms": 10_000})
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -106,6 +109,10 @@ class GroupReader:
             if self.consumed % 200 == 0:
                 self._commit()
         self._consumer.close()
+
+    def caught_up(self, values: int) -> bool:
+        """Whether it has read at least ``values`` records (some twice, after rebalances)."""
+        return self.consumed >= values
 
     def start(self) -> GroupReader:
         self._thread.start()

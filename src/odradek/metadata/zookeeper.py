@@ -51,6 +51,8 @@ from odradek.metadata import zk_layout as layout
 from odradek.metadata.zk_client import (
     AsyncZooKeeper,
     BadVersionError,
+    Check,
+    SetData,
     KazooState,
     NodeExistsError,
     NoNodeError,
@@ -109,6 +111,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._brokers: dict[int, BrokerInfo] = {}
         self._controller_id = -1
         self._assignments: dict[str, layout.TopicAssignment] = {}
+        self._assignment_versions: dict[str, int] = {}  # the znode versions they were read at
         self._states: dict[str, dict[int, tuple[layout.LeaderAndIsr, int]]] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._broker_configs: dict[str, str] = {}
@@ -192,12 +195,18 @@ class ZooKeeperMetadataStore(MetadataStore):
                 self.zk.forget_watches()
                 self._spawn(self._reestablish())
             else:
-                self._publish(SessionChanged(True))
+                # The same session: its watches held, but a re-read a watch started while
+                # the connection was down failed, and set no watch again. Read it all again.
+                self._spawn(self._reload_after_suspension())
 
     async def _reestablish(self) -> None:
         """A new session: register again and read everything again, since what changed
         while this broker had no session reached it through no watch."""
         await self._register()
+        await self._load(everything=True)
+        self._publish(SessionChanged(True))
+
+    async def _reload_after_suspension(self) -> None:
         await self._load(everything=True)
         self._publish(SessionChanged(True))
 
@@ -330,6 +339,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         if previous is not None and previous.topic_id != assignment.topic_id:
             self._forget_topic(name)  # deleted and created again while we looked away
         self._assignments[name] = assignment
+        self._assignment_versions[name] = got[1].version
         await asyncio.gather(
             self._refresh_topic_config(name, rebuild=False),
             *(self._refresh_state(name, p, rebuild=False) for p in assignment.replicas
@@ -423,6 +433,7 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def _forget_topic(self, name: str) -> None:
         self._assignments.pop(name, None)
+        self._assignment_versions.pop(name, None)
         states = self._states.pop(name, {})
         self._topic_configs.pop(name, None)
         for path in [layout.topic_path(name), layout.topic_config_path(name),
@@ -617,15 +628,17 @@ class ZooKeeperMetadataStore(MetadataStore):
     async def alter_isr(self, topic: str, partition: int, state: PartitionState,
                         isr: tuple[int, ...]) -> PartitionState:
         """Writes ``isr`` for a partition this broker leads, conditionally on the state
-        being the one it knows (``state.partition_epoch``, the znode version): an ISR
-        change never overwrites a controller's decision it has not seen. Raises
-        ``BadVersionError`` when the state moved on."""
+        being the one it knows (``state.partition_epoch``, the znode version) and on the
+        topic's assignment being the one it knows: an ISR change never overwrites a
+        controller decision it has not seen, nor adds a replica a reassignment removed
+        meanwhile. Raises ``BadVersionError`` when either moved on."""
         known = self.leader_and_isr(topic, partition)
         controller_epoch = known[0].controller_epoch if known else 0
         new = layout.LeaderAndIsr(state.leader, state.leader_epoch, isr, controller_epoch)
         path = layout.partition_state_path(topic, partition)
-        stat = await self.zk.set(path, layout.encode_leader_and_isr(new),
-                                 state.partition_epoch)
+        _, stat = await self.zk.multi([
+            Check(layout.topic_path(topic), self._assignment_versions.get(topic, -1)),
+            SetData(path, layout.encode_leader_and_isr(new), state.partition_epoch)])
         if self._fresh(path, stat):
             self._states.setdefault(topic, {})[partition] = (new, stat.version)
             self._rebuild(topic)

@@ -237,9 +237,10 @@ class Partition:
         (``replica.lag.time.max.ms``): they leave it (Kafka's ``getOutOfSyncReplicas``)."""
         if not self.is_leader or self.pending_isr is not None:
             return ()
+        # A member that is no replica any more (a reassignment removed it) is out too.
         return tuple(replica for replica in self.isr if replica != self.local_broker_id
-                     and (follower := self._remote_replicas.get(replica)) is not None
-                     and now_ms - follower.last_caught_up_ms > max_lag_ms)
+                     and ((follower := self._remote_replicas.get(replica)) is None
+                          or now_ms - follower.last_caught_up_ms > max_lag_ms))
 
     def apply_isr(self, state: PartitionState) -> bool:
         """The ISR change this leader proposed was written as ``state``; False if the

@@ -234,3 +234,18 @@ def test_a_log_left_by_an_earlier_topic_of_the_same_name_starts_afresh(tmp_path)
     assert restart_and_host(first, 2) == 3  # the same topic keeps its log
     assert restart_and_host(second, 1) == 0  # another topic of that name starts afresh
     assert restart_and_host(second, 1) == 1
+
+
+def test_an_isr_member_that_is_no_replica_leaves_at_once(setup):
+    manager, config, clock, writes = setup
+
+    async def scenario() -> None:
+        # A reassignment removed broker 5 while a stale ISR change kept it in the ISR.
+        apply(manager, config, PartitionState(0, LOCAL, 0, (LOCAL, FOLLOWER),
+                                              (LOCAL, FOLLOWER, 5)))
+        manager.maybe_shrink_isr()
+        await settle()
+        assert writes.proposed == [(LOCAL, FOLLOWER)]
+        assert manager.get_partition(ORDERS).isr == (LOCAL, FOLLOWER)
+
+    run(scenario())
