@@ -7,7 +7,6 @@ broker's disk."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,7 +15,7 @@ from confluent_kafka._model import ElectionType
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from odradek.cluster.local import LocalCluster
-from workload import SESSION_TIMEOUT_MS
+from workload import SESSION_TIMEOUT_MS, wait_for
 
 CHECK_INTERVAL_S = 2
 WAIT_S = 60
@@ -29,19 +28,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                       configs={"leader.imbalance.check.interval.seconds":
                                str(CHECK_INTERVAL_S)}) as started:
         yield started
-
-
-def wait_for(condition, what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if condition():
-                return
-        except Exception:  # noqa: BLE001 - brokers restarting answer with errors meanwhile
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s} s: {what}")
-        time.sleep(0.1)
 
 
 def partitions(bootstrap: str, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
@@ -67,7 +53,7 @@ def test_preferred_leaders_come_back_after_a_broker_returns(cluster):
     broker.start()
     wait_for(lambda: all(leader == replicas[0] and len(isr) == 3 for leader, replicas, isr
                          in partitions(cluster.bootstrap_servers, "rebalanced").values()),
-             "every partition led by its preferred replica again")
+             "every partition led by its preferred replica again", WAIT_S)
 
 
 def test_elect_leaders_goes_to_the_controller(cluster):

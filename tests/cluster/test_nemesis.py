@@ -15,7 +15,6 @@ replicas identical below the high watermark, committed offsets never going backw
 from __future__ import annotations
 
 import random
-import socket
 import threading
 import time
 from collections import defaultdict
@@ -24,7 +23,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.cluster.local import BrokerProcess, LocalCluster
+from odradek.cluster.local import BrokerProcess, LocalCluster, free_ports
 from proxy import InterBrokerProxy
 from workload import (SESSION_TIMEOUT_MS, GroupReader, Workload, check_topic, full_isr, leaders,
                       wait_for)
@@ -55,17 +54,6 @@ class ProxiedCluster:
             proxy.allow_all()
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 @pytest.fixture(scope="module")
 def proxied_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxiedCluster]:
     configs = {"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
@@ -75,7 +63,7 @@ def proxied_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxie
     proxies: dict[int, InterBrokerProxy] = {}
     try:
         cluster.zookeeper.start()
-        ports = iter(_free_ports(6))
+        ports = iter(free_ports(6))
         for node_id in (1, 2, 3):
             port, internal = next(ports), next(ports)
             proxies[node_id] = InterBrokerProxy(internal).start()

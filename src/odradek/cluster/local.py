@@ -227,7 +227,7 @@ class BrokerProcess:
 
     def _claim_ports(self) -> None:
         unpicked = [name for name in ("_port", "_internal_port") if not getattr(self, name)]
-        for name, port in zip(unpicked, _free_ports(len(unpicked))):
+        for name, port in zip(unpicked, free_ports(len(unpicked))):
             setattr(self, name, port)
 
     def _write_broker_json(self) -> None:
@@ -356,7 +356,7 @@ class LocalCluster:
 
     def _create_brokers(self) -> None:
         # All ports picked at once, so that no two brokers are given the same one.
-        ports = iter(_free_ports(2 * self.broker_count))
+        ports = iter(free_ports(2 * self.broker_count))
         configs = {"zookeeper.session.timeout.ms": str(self.zookeeper_session_timeout_ms),
                    **self.configs}
         for node_id in range(1, self.broker_count + 1):
@@ -394,7 +394,7 @@ class LocalCluster:
             raise LocalClusterError("; ".join(str(e) for e in errors))
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     """``count`` distinct ports free on loopback: all bound at once, then let go."""
     with ExitStack() as stack:
         sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
