@@ -238,14 +238,16 @@ def test_any_group_request_is_answered_in_its_version_or_waits_but_never_fails(
     call_with(odradek_broker, api_key, version, request, wait_seconds=0.05)
 
 
-def test_find_coordinator_answers_a_batch_of_groups_and_no_transaction_coordinator_yet(
-        odradek_broker):
+def test_find_coordinator_answers_a_batch_of_groups_and_a_transactional_id(odradek_broker):
     response = call(odradek_broker, ApiKey.FIND_COORDINATOR, 6, key_type=0,
                     coordinator_keys=["a", "b"])
     assert [(c.key, c.node_id, c.port, c.error_code) for c in response.coordinators] == [
         (key, 0, odradek_broker.port, ErrorCode.none) for key in ("a", "b")]
     transactional = call(odradek_broker, ApiKey.FIND_COORDINATOR, 3, key="tx", key_type=1)
-    assert transactional.error_code is ErrorCode.coordinator_not_available
+    assert (transactional.error_code, transactional.node_id, transactional.port) == (
+        ErrorCode.none, 0, odradek_broker.port)
+    unknown = call(odradek_broker, ApiKey.FIND_COORDINATOR, 3, key="x", key_type=2)
+    assert unknown.error_code is ErrorCode.invalid_request
 
 
 def test_describe_groups_v6_says_an_unknown_group_is_not_found(odradek_broker):

@@ -272,7 +272,7 @@ def test_an_idempotent_producer_asking_again_gets_a_new_id(odradek_broker):
 
 
 @pytest.mark.parametrize(("fields", "error"), [
-    ({"transactional_id": "payments"}, ErrorCode.coordinator_not_available),
+    ({"transactional_id": "payments"}, ErrorCode.not_coordinator),  # no FindCoordinator yet
     ({"transactional_id": ""}, ErrorCode.invalid_request),
     ({"producer_id": 7}, ErrorCode.invalid_request),  # an id without its epoch
     ({"producer_epoch": 3}, ErrorCode.invalid_request),
@@ -319,13 +319,21 @@ def test_a_fenced_epoch_is_invalid_producer_epoch(odradek_broker, create_topic):
     assert zombie.error_code == ErrorCode.invalid_producer_epoch
 
 
-def test_transactional_batches_are_refused_until_transactions_exist(odradek_broker,
-                                                                    create_topic):
+def test_a_transactional_batch_belonging_to_no_transaction_is_invalid_txn_state(
+        odradek_broker, create_topic):
+    """A transactional batch is written in a transaction its producer has started in the
+    partition (AddPartitionsToTxn first; from Produce v12 the write adds it). A producer
+    with no transaction going has none for the batch to belong to: the partition leader,
+    asking the transaction coordinator (KIP-890), refuses it and writes nothing."""
     topic = create_topic("transactional")
     with RawClient(odradek_broker.port) as raw:
-        producer_id = new_producer_id(raw)
-        response = raw.produce(topic, idempotent_batch(producer_id, 0, transactional=True))
-    assert response.error_code == ErrorCode.invalid_txn_state
+        initialized = raw.init_transactional_id("no-transaction")
+        assert (initialized.error_code, initialized.producer_epoch) == (ErrorCode.none, 0)
+        response = raw.produce(topic, idempotent_batch(initialized.producer_id, 0,
+                                                       transactional=True),
+                               transactional_id="no-transaction")
+    assert (response.error_code, response.base_offset) == (ErrorCode.invalid_txn_state, -1)
+    assert stored_values(odradek_broker, topic) == []
 
 
 # -- restarts ------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ def spark():
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory) -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker(tmp_path_factory.mktemp("odradek"), num_partitions=1,
-                        offsets_topic_num_partitions=2,
+                        offsets_topic_num_partitions=2, transaction_state_log_num_partitions=2,
                         group_initial_rebalance_delay_ms=0) as embedded:
         yield embedded
 

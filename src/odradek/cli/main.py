@@ -14,6 +14,7 @@ from odradek.cli import (
     pipeline,
     produce,
     topics,
+    transactions,
 )
 
 app = typer.Typer(
@@ -28,6 +29,7 @@ app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.add_typer(configs.app, name="configs")
 app.add_typer(groups.app, name="groups")
+app.add_typer(transactions.app, name="transactions")
 app.add_typer(demo.app, name="demo")
 app.add_typer(pipeline.app, name="pipeline")
 app.add_typer(cluster.app, name="cluster")

@@ -68,6 +68,10 @@ def run(
     to_console: Annotated[bool, typer.Option(
         "--print", help="Print the output records instead of writing them to a topic.")]
     = False,
+    exactly_once: Annotated[bool, typer.Option(
+        help="Write each output record once for read_committed readers, through stops, "
+             "crashes and restarts, with a transaction per task (sink id "
+             "odradek-PIPELINE-OUTPUT_TOPIC).")] = False,
     window: Annotated[Optional[str], typer.Option(
         show_default="1 minute", help="website-activity: the tumbling window, e.g. '30 seconds'.")]
     = None,
@@ -91,20 +95,24 @@ def run(
 ) -> None:
     """Run a pipeline until Ctrl-C."""
     pipeline = PIPELINES[name.value]
+    if exactly_once and to_console:
+        fail("--exactly-once writes to a topic: it can't be used with --print")
     options = _pipeline_options(pipeline, {
         "window": window, "watermark": watermark,
         "output_mode": output_mode.value if output_mode else None, "threshold": threshold,
         "size": sample_size, "seed": seed,
     })
+    output_topic = output_topic or pipeline.output_topic
     settings = StreamSettings(
         bootstrap_servers=bootstrap_server,
         input_topic=input_topic or pipeline.input_topic,
-        output_topic=output_topic or pipeline.output_topic,
+        output_topic=output_topic,
         checkpoint_location=str((checkpoint_dir or Path("checkpoints", pipeline.name)).resolve()),
         trigger={"processingTime": f"{trigger_seconds} seconds"},
         starting_offsets=starting_offsets.value,
         to_console=to_console,
         query_name=pipeline.name.replace("-", "_"),
+        sink_id=f"odradek-{pipeline.name}-{output_topic}" if exactly_once else None,
     )
     if not to_console:
         _create_output_topic(pipeline, settings, command_config)

@@ -18,12 +18,18 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError
 from kio.schema.errors import ErrorCode
 
-from odradek.cli.client import CONNECTION_SETUP_TIMEOUT_MS, REQUEST_TIMEOUT_SECONDS, Kafka
+from odradek.cli.broker_requests import (
+    BrokerAddress,
+    describe_error,
+    error_reason,
+    exchange,
+    kafka_error_name,
+)
+from odradek.cli.client import REQUEST_TIMEOUT_SECONDS, Kafka
 from odradek.cli.errors import fail
-from odradek.client.connection import BrokerConnection, BrokerConnectionError
+from odradek.client.connection import BrokerConnectionError
 from odradek.protocol.api import ApiKey, request_class
 from odradek.protocol.messages import build
 
@@ -36,9 +42,6 @@ CONTROLLER_RETRY_BACKOFF_S = 0.5
 # What the controller is given to answer in: starting a reassignment writes one znode per
 # topic, so this is the CLI's usual bound on a request.
 REQUEST_TIMEOUT_MS = REQUEST_TIMEOUT_SECONDS * 1000
-# A little over the request's own timeout, so that the controller's answer is what we report.
-_SEND_TIMEOUT_S = REQUEST_TIMEOUT_SECONDS + 2
-_CLIENT_ID = "odradek-cli"
 
 TopicPartition = tuple[str, int]
 
@@ -78,20 +81,13 @@ class PartitionError:
                 f"({self.error_name})")
 
 
-@dataclass(frozen=True, slots=True)
-class _Broker:
-    node_id: int
-    host: str
-    port: int
-
-
 class Reassignments:
     """The controller's reassignment APIs, for one command. Remembers where the controller
     was last found; not thread-safe."""
 
     def __init__(self, kafka: Kafka) -> None:
         self._kafka = kafka
-        self._controller: _Broker | None = None
+        self._controller: BrokerAddress | None = None
 
     def alter(self, targets: Mapping[TopicPartition, Sequence[int] | None]
               ) -> list[PartitionError]:
@@ -107,8 +103,8 @@ class Reassignments:
             topics=[{"name": topic, "partitions": partitions}
                     for topic, partitions in by_topic.items()]))
         return [PartitionError(topic.name, partition.partition_index,
-                               _kafka_name(partition.error_code),
-                               partition.error_message or _reason(partition.error_code))
+                               kafka_error_name(partition.error_code),
+                               partition.error_message or error_reason(partition.error_code))
                 for topic in response.responses for partition in topic.partitions
                 if partition.error_code != ErrorCode.none]
 
@@ -141,7 +137,7 @@ class Reassignments:
                 problem = "the cluster has no controller"
                 continue
             try:
-                response = asyncio.run(_exchange(controller, request))
+                response = asyncio.run(exchange(controller, request))
             except BrokerConnectionError as exc:
                 # The controller may have died: Metadata will name the next one.
                 self._controller, problem = None, str(exc)
@@ -153,35 +149,14 @@ class Reassignments:
                 problem = f"broker {controller.node_id} is not the controller (NOT_CONTROLLER)"
                 continue
             if response.error_code != ErrorCode.none:
-                fail(f"{name}: {_describe(response.error_code, response.error_message)}")
+                fail(f"{name}: {describe_error(response.error_code, response.error_message)}")
             self._controller = controller
             return response
         fail(f"{name}: no controller answered in {CONTROLLER_ATTEMPTS} attempts: {problem}")
 
-    def _find_controller(self) -> _Broker | None:
+    def _find_controller(self) -> BrokerAddress | None:
         cluster = self._kafka.admin.list_topics(timeout=REQUEST_TIMEOUT_SECONDS)
         broker = cluster.brokers.get(cluster.controller_id)
-        return None if broker is None else _Broker(broker.id, broker.host, broker.port)
+        return None if broker is None else BrokerAddress(broker.id, broker.host, broker.port)
 
 
-def _kafka_name(code: ErrorCode) -> str:
-    return code.name.upper()  # kio's names are Kafka's, in lower case
-
-
-def _reason(code: ErrorCode) -> str:
-    """librdkafka's description of a broker error, for answers that carry no message."""
-    return KafkaError(int(code)).str().removeprefix("Broker: ")
-
-
-def _describe(code: ErrorCode, message: str | None) -> str:
-    return f"{message or _reason(code)} ({_kafka_name(code)})"
-
-
-async def _exchange(broker: _Broker, request: Any) -> Any:
-    connection = await BrokerConnection.open(
-        broker.host, broker.port, client_id=_CLIENT_ID,
-        connect_timeout_s=CONNECTION_SETUP_TIMEOUT_MS / 1000)
-    try:
-        return await connection.send(request, timeout_s=_SEND_TIMEOUT_S)
-    finally:
-        connection.close()

@@ -40,6 +40,7 @@ from kio.serial import entity_reader
 from odradek.protocol.api import response_class
 from odradek.protocol.encoder import encode_frame
 from odradek.protocol.framing import FrameDecoder, FrameTooLargeError, FramingError
+from odradek.protocol.messages import lenient_timestamps
 
 # A fetch response is bounded by replica.fetch.response.max.bytes (10 MiB by default) but
 # always carries at least one whole batch, which can be as large as the topic allows. 100
@@ -186,7 +187,7 @@ class BrokerConnection(asyncio.Protocol):
         if slot.future.done():  # its caller was cancelled: the answer is dropped
             return
         try:
-            response, _ = entity_reader(slot.response_class)(frame, offset)
+            response, _ = entity_reader(lenient_timestamps(slot.response_class))(frame, offset)
         except Exception as exc:  # as above
             error = self._unreadable(slot, exc)
             slot.future.set_exception(error)

@@ -4,20 +4,23 @@ A compacted log keeps at least the latest record of each key. The cleaner splits
 its *first dirty offset* (where the last cleaning ended, kept across restarts in each log
 dir's ``cleaner-offset-checkpoint``, Kafka's offset checkpoint format) and its *first
 uncleanable offset*: the active segment's base offset, or the base of the first segment
-that holds records newer than ``min.compaction.lag.ms`` or beyond the high watermark::
+that holds records newer than ``min.compaction.lag.ms`` or at or beyond the last stable
+offset (KIP-98: an undecided transaction's records, and what follows them, stay as they
+are until it ends)::
 
     log_start_offset   first dirty offset   first uncleanable offset   log_end_offset
     |   clean (cleaned before)  |   dirty          |   uncleanable (incl. active)  |
 
 A log is cleaned when dirty bytes / cleanable bytes >= ``min.cleanable.dirty.ratio``, when
-its first dirty batch is older than ``max.compaction.lag.ms``, or when a tombstone it kept
-has passed ``delete.retention.ms``. One round, for example with segments 0, 100, 200 and
-the active 300, first dirty offset 100: the *offset map* (key -> latest offset) is built
-over [100, 300); segments 0..200 are rewritten keeping a record only if its key has no
-later offset in the map; a tombstone (null value) is dropped too once it sits in a
-segment below the first dirty offset whose largest timestamp is ``delete.retention.ms``
-old. Adjacent segments are merged while their sizes add up to at most ``segment.bytes``.
-The next first dirty offset is 300.
+its first dirty batch is older than ``max.compaction.lag.ms``, or when a tombstone or a
+transaction marker it kept may go (``deletes_due_ms``). One round, for example with
+segments 0, 100, 200 and the active 300, first dirty offset 100: the *offset map* (key ->
+latest offset) is built over [100, 300), leaving out the records of aborted transactions
+(Kafka's ``buildOffsetMap``); segments 0..200 are rewritten keeping a record only if its
+key has no later offset in the map and it is not in an aborted transaction; a tombstone
+(null value) is dropped too once it sits in a segment below the first dirty offset whose
+largest timestamp is ``delete.retention.ms`` old. Adjacent segments are merged while their
+sizes add up to at most ``segment.bytes``. The next first dirty offset is 300.
 
 The offset map holds at most ``log.cleaner.dedupe.buffer.size`` * ``log.cleaner.io.buffer.
 load.factor`` / 24 keys (:class:`CleanerConfig`). When the dirty section has more, the map
@@ -31,9 +34,14 @@ What stays of each batch is :mod:`odradek.log.record_filter`'s decision (Kafka's
 ``filterTo``): records keep their offsets, a rewritten batch its base offset, last offset
 and base sequence, and an emptied batch that holds an active producer's last sequence
 stays as a header. The active producers and their last offsets come from the log's
-producer state when the round is planned (Kafka's ``lastRecordsOfActiveProducers``). A
-cleaned segment takes over the aborted transactions of the segments it replaces
-(``.txnindex``).
+producer state when the round is planned (Kafka's ``lastRecordsOfActiveProducers``), and
+so do the aborted transactions overlapping the round (the transaction indexes, as
+``collect_aborted_transactions`` finds them), which the round walks through in offset
+order (:class:`~odradek.log.record_filter.CleanedTransactions`). Transaction markers stay
+while their transaction has data, then carry a delete horizon (KIP-534) and go once it has
+passed. A cleaned segment's ``.txnindex`` keeps the aborted transactions whose ABORT marker
+it keeps for their data (Kafka's ``CleanedTransactionMetadata``); a transaction whose marker
+is in a later segment keeps its entry there.
 
 Concurrency: :func:`plan_cleaning` and :func:`swap_in` run on the event loop (they look at
 and change the segment list); :func:`run_cleaning_job`, the reading and writing, runs in
@@ -46,11 +54,10 @@ thread. Its output is ``<base>.log.cleaned``
 cleaned segments meanwhile (truncation, retention, DeleteRecords), and the loader completes
 a swap a crash interrupted (:mod:`odradek.log.loader`).
 
-Not done (Kafka does): transactional batches are not compacted (aborted records are not
-removed, committed ones supersede nothing). Tombstones age by their segment's largest
-record timestamp, not by the time they were first cleaned (KIP-534's delete horizon). The
-last batch before the round's end is dropped when emptied (Kafka keeps it as a header, so
-that the cleaned segment still ends at the round's end offset).
+Not done (Kafka does): tombstones age by their segment's largest record timestamp, not by
+the delete horizon markers carry (KIP-534 gives tombstones one too). The last batch before
+the round's end is dropped when emptied (Kafka keeps it as a header, so that the cleaned
+segment still ends at the round's end offset).
 """
 
 from __future__ import annotations
@@ -87,6 +94,7 @@ from odradek.log.partition_log import PartitionLog
 from odradek.log.record_filter import (
     DEFAULT_DEDUPE_BUFFER_LOAD_FACTOR,
     DEFAULT_DEDUPE_BUFFER_SIZE,
+    CleanedTransactions,
     OffsetMap,
     offset_map_capacity,
     retain,
@@ -149,6 +157,11 @@ class CleaningPlan:
     now_ms: int
     # producer id -> last offset of its last batch, for the active producers
     producer_last_offsets: dict[int, int]
+    # producer id -> epoch, for the active producers with no batch of their epoch: their
+    # markers of that epoch are what they wrote last
+    producer_marker_epochs: dict[int, int]
+    # the aborted transactions overlapping [segments[0].base_offset, end_offset)
+    aborted_txns: tuple[AbortedTxn, ...]
     cleaner_config: CleanerConfig
 
 
@@ -163,7 +176,6 @@ class SegmentInfo:
     time_entries: int
     offset_max_entries: int
     time_max_entries: int
-    aborted_txns: tuple[AbortedTxn, ...]
 
     def can_hold(self, last_offset: int) -> bool:
         return last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
@@ -182,6 +194,8 @@ class CleaningJob:
     drop_tombstones: tuple[bool, ...]
     now_ms: int
     producer_last_offsets: dict[int, int]
+    producer_marker_epochs: dict[int, int]
+    aborted_txns: tuple[AbortedTxn, ...]
     offset_map_capacity: int
     segment_bytes: int
     index_interval_bytes: int
@@ -200,7 +214,6 @@ class CleaningJob:
                     offset_entries=len(s.offset_index), time_entries=len(s.time_index),
                     offset_max_entries=s.offset_index.max_entries,
                     time_max_entries=s.time_index.max_entries,
-                    aborted_txns=tuple(s.txn_index.entries),
                 )
                 for s in plan.segments
             ),
@@ -210,6 +223,8 @@ class CleaningJob:
             drop_tombstones=plan.drop_tombstones,
             now_ms=plan.now_ms,
             producer_last_offsets=plan.producer_last_offsets,
+            producer_marker_epochs=plan.producer_marker_epochs,
+            aborted_txns=plan.aborted_txns,
             offset_map_capacity=plan.cleaner_config.offset_map_capacity,
             segment_bytes=config.segment_bytes,
             index_interval_bytes=config.index_interval_bytes,
@@ -222,12 +237,12 @@ class CleaningJob:
 class JobResult:
     """The worker's output: the base offsets of the ``*.swap`` segments it wrote, how many
     of the planned segments they replace, where the round ended (the next first dirty
-    offset), and when a tombstone they kept may go."""
+    offset), and when the first tombstone or transaction marker they kept may go."""
 
     base_offsets: tuple[int, ...]
     replaced: int
     end_offset: int
-    tombstones_due_ms: int | None
+    deletes_due_ms: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,13 +253,13 @@ class CleanedSegments:
     segments: list[LogSegment]
     replaced: int
     end_offset: int
-    tombstones_due_ms: int | None
+    deletes_due_ms: int | None
 
 
 @dataclass(frozen=True, slots=True)
 class CleanResult:
     end_offset: int
-    tombstones_due_ms: int | None
+    deletes_due_ms: int | None
 
 
 # -- planning (event loop) -----------------------------------------------------------------
@@ -252,13 +267,16 @@ class CleanResult:
 
 def first_uncleanable_offset(log: PartitionLog, first_dirty_offset: int, now_ms: int) -> int:
     """The active segment's base offset, or the base of the first dirty segment holding a
-    record newer than min.compaction.lag.ms or at or beyond the high watermark."""
+    record newer than min.compaction.lag.ms or at or beyond the last stable offset (Kafka's
+    ``LogCleanerManager.cleanableOffsets``; the last stable offset is at most the high
+    watermark)."""
     segments = log.segments
     min_lag = log.config.min_compaction_lag_ms
+    last_stable_offset = log.last_stable_offset
     for segment in segments[:-1]:
         if segment.next_offset <= first_dirty_offset or not segment.size:
             continue
-        if (segment.next_offset > log.high_watermark
+        if (segment.next_offset > last_stable_offset
                 or (min_lag > 0 and segment.largest_timestamp() > now_ms - min_lag)):
             return segment.base_offset
     return segments[-1].base_offset
@@ -266,7 +284,7 @@ def first_uncleanable_offset(log: PartitionLog, first_dirty_offset: int, now_ms:
 
 def plan_cleaning(
     log: PartitionLog, first_dirty_offset: int, now_ms: int,
-    tombstones_due_ms: int | None = None, cleaner_config: CleanerConfig = CleanerConfig(),
+    deletes_due_ms: int | None = None, cleaner_config: CleanerConfig = CleanerConfig(),
 ) -> CleaningPlan | None:
     """The round to run on ``log`` now, or None if it needs none (Kafka's
     ``LogCleanerManager.grabFilthiestCompactedLog`` for one log)."""
@@ -285,7 +303,7 @@ def plan_cleaning(
     due = (
         (dirty_bytes > 0 and dirty_bytes / total_bytes >= config.min_cleanable_dirty_ratio)
         or (dirty and now_ms - dirty[0].first_batch_timestamp() > config.max_compaction_lag_ms)
-        or (tombstones_due_ms is not None and now_ms >= tombstones_due_ms)
+        or (deletes_due_ms is not None and now_ms >= deletes_due_ms)
     )
     if not due:
         return None
@@ -302,6 +320,10 @@ def plan_cleaning(
         ),
         now_ms=now_ms,
         producer_last_offsets=log.producer_state.last_batch_offsets(),
+        producer_marker_epochs={entry.producer_id: entry.producer_epoch
+                                for entry in log.producer_state.entries() if not entry.batches},
+        aborted_txns=tuple(log.collect_aborted_transactions(cleanable[0].base_offset,
+                                                            end_offset)),
         cleaner_config=cleaner_config,
     )
 
@@ -351,7 +373,7 @@ def open_cleaned_segments(plan: CleaningPlan, result: JobResult) -> CleanedSegme
         _remove_swap_files(plan.log.directory, result.base_offsets)
         raise CleaningAbandoned(f"{plan.log.name}: {e}") from e
     return CleanedSegments(segments, result.replaced, result.end_offset,
-                           result.tombstones_due_ms)
+                           result.deletes_due_ms)
 
 
 def _remove_swap_files(directory: Path, base_offsets: Iterable[int]) -> None:
@@ -365,17 +387,24 @@ def _remove_swap_files(directory: Path, base_offsets: Iterable[int]) -> None:
 def _build_offset_map(job: CleaningJob) -> tuple[OffsetMap, int]:
     """Key -> latest offset over the dirty segments, as many whole segments as fit the map
     (Kafka's ``buildOffsetMap``), and how many of the planned segments the round cleans:
-    those before the first segment left out. Raises ``OffsetMapTooSmallError`` if not even
-    the first dirty segment fits."""
+    those before the first segment left out. The records of aborted transactions supersede
+    nothing: they are left out. Raises ``OffsetMapTooSmallError`` if not even the first
+    dirty segment fits."""
     offset_map = OffsetMap(job.offset_map_capacity)
+    # The walk starts in the dirty section: transactions that ended before it are over.
+    transactions = CleanedTransactions(
+        txn for txn in job.aborted_txns if txn.last_offset >= job.first_dirty_offset)
     mapped_any = False
     for i, (segment, size) in enumerate(zip(job.segments, job.sizes)):
         if segment.next_offset <= job.first_dirty_offset:
             continue
         keys: dict[bytes, int] = {}
         for batch in _read_batches(segment.log_path, size):
-            if batch.is_control_batch or batch.is_transactional:
-                continue  # copied untouched: see record_filter.retain
+            if batch.is_control_batch:
+                transactions.on_control_batch(batch)
+                continue
+            if transactions.on_data_batch(batch):
+                continue  # aborted
             for record in batch.records():
                 if record.key is not None and record.offset >= job.first_dirty_offset:
                     keys[record.key] = record.offset
@@ -416,11 +445,22 @@ def _groups(job: CleaningJob, count: int) -> Iterator[list[int]]:
         yield group
 
 
+def _is_producers_last(job: CleaningJob, batch: RecordBatch) -> bool:
+    """Whether ``batch`` is what its active producer wrote last (Kafka's
+    ``isBatchLastRecordOfProducer``): its last data batch, holding its last sequence, or,
+    for a producer with no data batch of its epoch, a marker of that epoch."""
+    if batch.is_control_batch:
+        return job.producer_marker_epochs.get(batch.producer_id) == batch.producer_epoch
+    return job.producer_last_offsets.get(batch.producer_id) == batch.last_offset
+
+
 def _write_cleaned(job: CleaningJob, offset_map: OffsetMap, count: int) -> JobResult:
     """Rewrites the first ``count`` planned segments."""
     files = OpenFiles(capacity=1)  # this worker's own: the broker's are the loop's
     cleaned_segments: list[LogSegment] = []
-    tombstones_due_ms: int | None = None
+    deletes_due: list[int] = []
+    # One walk over the round's segments, in offset order, across the groups.
+    transactions = CleanedTransactions(job.aborted_txns)
     try:
         for group in _groups(job, count):
             first = job.segments[group[0]]
@@ -435,23 +475,21 @@ def _write_cleaned(job: CleaningJob, offset_map: OffsetMap, count: int) -> JobRe
             for i in group:
                 for batch in _read_batches(job.segments[i].log_path, job.sizes[i]):
                     retained = retain(
-                        batch, offset_map, drop_tombstones=job.drop_tombstones[i],
-                        holds_producers_last_sequence=(
-                            job.producer_last_offsets.get(batch.producer_id)
-                            == batch.last_offset),
+                        batch, offset_map, transactions, drop_tombstones=job.drop_tombstones[i],
+                        is_producers_last=_is_producers_last(job, batch), now_ms=job.now_ms,
+                        delete_retention_ms=job.delete_retention_ms,
                     )
                     kept_tombstone = kept_tombstone or retained.kept_tombstone
                     if retained.data is not None:
                         cleaned.append(retained.data, [RecordBatch(retained.data)], job.now_ms)
-                # Transaction markers are kept (record_filter), so their entries are too.
-                for txn in job.segments[i].aborted_txns:
-                    cleaned.txn_index.append(txn)
+                    if retained.aborted_txn is not None:
+                        cleaned.txn_index.append(retained.aborted_txn)
+                    if retained.delete_horizon_ms is not None:
+                        deletes_due.append(retained.delete_horizon_ms)
             if kept_tombstone:
                 newest = cleaned.max_timestamp if cleaned.max_timestamp != NO_TIMESTAMP \
                     else job.now_ms
-                due = newest + job.delete_retention_ms
-                tombstones_due_ms = due if tombstones_due_ms is None \
-                    else min(tombstones_due_ms, due)
+                deletes_due.append(newest + job.delete_retention_ms)
         # An emptied segment goes, unless it is the first: its base offset holds the log
         # start (plans always begin at the log's first segment).
         kept = [s for i, s in enumerate(cleaned_segments) if s.size or i == 0]
@@ -474,7 +512,8 @@ def _write_cleaned(job: CleaningJob, offset_map: OffsetMap, count: int) -> JobRe
         files.close_all()
     end_offset = job.segments[count].base_offset if count < len(job.segments) \
         else job.end_offset
-    return JobResult(tuple(s.base_offset for s in kept), count, end_offset, tombstones_due_ms)
+    return JobResult(tuple(s.base_offset for s in kept), count, end_offset,
+                     min(deletes_due, default=None))
 
 
 def _read_batches(log_path: Path, size: int) -> Iterator[RecordBatch]:
@@ -532,11 +571,11 @@ def swap_in(plan: CleaningPlan, cleaned: CleanedSegments) -> bool:
 
 def clean(
     log: PartitionLog, first_dirty_offset: int, now_ms: int,
-    tombstones_due_ms: int | None = None, cleaner_config: CleanerConfig = CleanerConfig(),
+    deletes_due_ms: int | None = None, cleaner_config: CleanerConfig = CleanerConfig(),
 ) -> CleanResult | None:
     """One round on ``log``, all on the calling thread (tests and tools); None if the log
     needed none or the round was abandoned."""
-    plan = plan_cleaning(log, first_dirty_offset, now_ms, tombstones_due_ms, cleaner_config)
+    plan = plan_cleaning(log, first_dirty_offset, now_ms, deletes_due_ms, cleaner_config)
     if plan is None:
         return None
     try:
@@ -546,7 +585,7 @@ def clean(
         return None
     if not swap_in(plan, cleaned):
         return None
-    return CleanResult(cleaned.end_offset, cleaned.tombstones_due_ms)
+    return CleanResult(cleaned.end_offset, cleaned.deletes_due_ms)
 
 
 # -- the service -------------------------------------------------------------------------
@@ -570,7 +609,7 @@ class LogCleaner:
     config: CleanerConfig = CleanerConfig()
     _pool: ProcessPoolExecutor | None = None
     _first_dirty: dict[TopicPartition, int] = field(default_factory=dict)
-    _tombstones_due: dict[TopicPartition, int] = field(default_factory=dict)
+    _deletes_due: dict[TopicPartition, int] = field(default_factory=dict)
     # The log each key was last seen with: a topic deleted and created again starts over.
     _seen: dict[TopicPartition, PartitionLog] = field(default_factory=dict)
     _uncleanable: set[TopicPartition] = field(default_factory=set)
@@ -590,7 +629,7 @@ class LogCleaner:
         """One round on every log that needs one; returns how many were cleaned."""
         cleaned_count = 0
         logs = dict(self.logs())
-        for key in set(self._first_dirty) | set(self._tombstones_due) | set(self._seen) \
+        for key in set(self._first_dirty) | set(self._deletes_due) | set(self._seen) \
                 | self._uncleanable:
             if key not in logs or self._seen.get(key, logs[key]) is not logs[key]:
                 self._forget(key)
@@ -599,7 +638,7 @@ class LogCleaner:
             if key in self._uncleanable:
                 continue
             plan = plan_cleaning(log, self.first_dirty_offset(key), self.clock(),
-                                 self._tombstones_due.get(key), self.config)
+                                 self._deletes_due.get(key), self.config)
             if plan is None:
                 continue
             try:
@@ -621,10 +660,10 @@ class LogCleaner:
                 continue
             cleaned_count += 1
             self._first_dirty[key] = cleaned.end_offset
-            if cleaned.tombstones_due_ms is None:
-                self._tombstones_due.pop(key, None)
+            if cleaned.deletes_due_ms is None:
+                self._deletes_due.pop(key, None)
             else:
-                self._tombstones_due[key] = cleaned.tombstones_due_ms
+                self._deletes_due[key] = cleaned.deletes_due_ms
             logger.info("%s: cleaned up to offset %d", log.name, cleaned.end_offset)
         if cleaned_count:
             await self.run_in_executor(self.write_checkpoints, self.checkpoint_snapshot())
@@ -647,7 +686,7 @@ class LogCleaner:
 
     def _forget(self, key: TopicPartition) -> None:
         self._first_dirty.pop(key, None)
-        self._tombstones_due.pop(key, None)
+        self._deletes_due.pop(key, None)
         self._seen.pop(key, None)
         self._uncleanable.discard(key)
 

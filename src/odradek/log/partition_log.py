@@ -39,6 +39,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.protocol.control_records import read_end_txn_marker
 from odradek.protocol.records import NO_TIMESTAMP, RecordBatch
 
 from odradek.log.append import (
@@ -59,8 +60,11 @@ from odradek.log.local_log import UNKNOWN_OFFSET, LocalLog
 from odradek.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerStateManager,
+    TxnMetadata,
+    VerificationGuard,
     batches_from,
 )
+from odradek.log.transaction_index import AbortedTxn
 from odradek.log.segment import LogSegment, OffsetAndTimestamp
 
 logger = logging.getLogger(__name__)
@@ -90,10 +94,10 @@ class PartitionLog(LocalLog):
                          context=context)
         first_offset = segments[0].base_offset if segments else UNKNOWN_OFFSET
         self._log_start_offset = min(max(log_start_offset, first_offset), self.log_end_offset)
-        self._high_watermark = UNKNOWN_OFFSET
-        self.update_high_watermark(high_watermark)
         # open() rebuilds it once the segments can be read; an offline log keeps it empty.
         self.producer_state = ProducerStateManager(directory)
+        self._high_watermark = UNKNOWN_OFFSET
+        self.update_high_watermark(high_watermark)
         self.leader_epoch_cache = leader_epoch_cache or LeaderEpochFileCache(directory)
 
     @classmethod
@@ -177,13 +181,24 @@ class PartitionLog(LocalLog):
         """The replication layer moves the high watermark (Kafka's ``updateHighWatermark``):
         kept within [log_start_offset, log_end_offset]; returns the value set."""
         self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
         return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read up to: the first offset of the oldest
+        transaction not yet decided for good, or the high watermark if it is lower."""
+        first_unstable = self.producer_state.first_unstable_offset
+        if first_unstable is None:
+            return self._high_watermark
+        return min(first_unstable, self._high_watermark)
 
     # -- append ------------------------------------------------------------------------
 
     @on_disk
     def append_as_leader(self, records: bytearray, *, leader_epoch: int, now_ms: int,
-                         batches: list[RecordBatch] | None = None) -> LogAppendInfo:
+                         batches: list[RecordBatch] | None = None,
+                         verification_guard: VerificationGuard | None = None) -> LogAppendInfo:
         """Appends one or more v2 batches the caller validated, stamping each in place with
         its base offset, ``leader_epoch`` and, on LogAppendTime topics, ``now_ms``.
         ``batches`` are the validator's views over ``records`` (whole batches within
@@ -193,12 +208,19 @@ class PartitionLog(LocalLog):
         A batch with a producer id is checked against the producer state as it was before
         this append (a Produce request carries one batch per partition), raising a
         ``ProducerStateError``; a retry of a batch already written is not appended, and
-        the answer is the original's offsets."""
+        the answer is the original's offsets. A transactional batch that does not continue
+        its producer's transaction here needs the ``verification_guard`` the producer state
+        handed out before the coordinator verified the transaction; a marker (a control
+        batch the coordinator writes) is checked against the producer's epochs."""
         if batches is None:
             batches = whole_batches(records, self.config.segment_bytes)
         for batch in batches:
-            if batch.has_producer_id:
-                duplicate = self.producer_state.validate_append(batch)
+            if batch.is_control_batch:
+                marker = read_end_txn_marker(batch)
+                if marker is not None:
+                    self.producer_state.validate_marker(batch, marker)
+            elif batch.has_producer_id:
+                duplicate = self.producer_state.validate_append(batch, verification_guard)
                 if duplicate is not None:
                     return duplicate_append_info(
                         batch, duplicate, log_append_time_topic=self.config.log_append_time,
@@ -226,7 +248,11 @@ class PartitionLog(LocalLog):
         for batch in batches:
             self.leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
             if batch.has_producer_id:
-                self.producer_state.update(batch)
+                txn = self.producer_state.update(batch)
+                if txn is not None and txn.aborted:
+                    segment.txn_index.append(AbortedTxn(
+                        txn.producer_id, txn.first_offset, txn.last_offset,
+                        self.producer_state.last_stable_offset_after(txn)))
         return append_info(
             batches, log_append_time=log_append_time, log_start_offset=self._log_start_offset,
             # flush.messages: fsync once this many messages are unflushed (1 = every append).
@@ -281,6 +307,33 @@ class PartitionLog(LocalLog):
             self._read_segments(fetch_offset, max_bytes, upper, min_one_batch), fetch_offset,
             self._high_watermark, self._log_start_offset, log_end_offset,
         )
+
+    @on_disk
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
+                                     ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [``start_offset``, ``upper_bound_offset``)
+        (Kafka's ``collectAbortedTransactions``), from the segment holding ``start_offset``
+        on, until a segment's index says later ones cannot hold more."""
+        found: list[AbortedTxn] = []
+        first = max(0, bisect_right(self._base_offsets, start_offset) - 1)
+        for segment in self._segments[first:]:
+            txns, complete = segment.txn_index.collect_aborted(start_offset, upper_bound_offset)
+            found.extend(txns)
+            if complete:
+                break
+        return found
+
+    def restore_aborted_txn(self, txn: TxnMetadata, last_stable_offset: int) -> None:
+        """Rebuilding the producer state replayed ``txn``'s abort marker: its segment's
+        transaction index gets the entry if a crash lost it (the index is written with
+        the records, but fsynced with them only at a flush)."""
+        i = bisect_right(self._base_offsets, txn.last_offset) - 1
+        if i < 0:
+            return
+        index = self._segments[i].txn_index
+        if not len(index) or index.entries[-1].last_offset < txn.last_offset:
+            index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                    last_stable_offset))
 
     # -- ListOffsets -------------------------------------------------------------------
 

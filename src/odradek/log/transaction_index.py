@@ -79,7 +79,8 @@ class TransactionIndex:
             # Kafka's sanityCheck: a marker before the segment cannot be this segment's.
             if version != ABORTED_TXN_VERSION or txn.last_offset < base_offset \
                     or (entries and txn.last_offset <= entries[-1].last_offset):
-                # Nothing in the log can rebuild it (no transaction coordinator runs here).
+                # Opening the log writes again the entries of the abort markers it replays
+                # (those after the newest producer state snapshot); older ones are lost.
                 logger.warning("%s: entry (%d, %s) cannot be right; starting the index "
                                "afresh", path, version, txn)
                 path.unlink()

@@ -30,7 +30,8 @@ class StreamSettings:
     ``trigger`` is passed to ``DataStreamWriter.trigger`` as keyword arguments:
     ``{"processingTime": "5 seconds"}`` for a running pipeline, ``{"availableNow": True}``
     to process what the input topic holds and stop. With ``to_console`` the output rows are
-    printed instead of written to ``output_topic``.
+    printed instead of written to ``output_topic``. ``sink_id`` must stay the same across
+    runs on one checkpoint (see ``odradek.spark.exactly_once``).
     """
 
     bootstrap_servers: str
@@ -42,6 +43,9 @@ class StreamSettings:
     starting_offsets: str = "earliest"
     to_console: bool = False
     query_name: str | None = None
+    # Writes exactly-once for read_committed readers through the odradek sink's
+    # ``exactlyOnce`` option, with this as its ``sinkId``; at-least-once when None.
+    sink_id: str | None = None
 
 
 def read_topic(spark: SparkSession, settings: StreamSettings) -> DataFrame:
@@ -61,7 +65,9 @@ def write_topic(rows: DataFrame, settings: StreamSettings,
     ``PythonWriteBuilder`` does not implement ``SupportsStreamingUpdateAsAppend``), so in
     update mode each micro-batch's rows are written by a batch write from ``foreachBatch``.
     Both are at-least-once: a micro-batch that fails after writing part of its rows is
-    written again, as with Spark's Kafka sink.
+    written again, as with Spark's Kafka sink. With ``settings.sink_id`` both are
+    exactly-once for read_committed readers: Spark gives the batch writes of
+    ``foreachBatch`` the micro-batch id too.
     """
     if settings.to_console:
         rows = rows.selectExpr("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value")
@@ -79,9 +85,12 @@ def write_topic(rows: DataFrame, settings: StreamSettings,
 
 
 def _to_topic(writer: W, settings: StreamSettings) -> W:
-    return (writer.format("odradek")
-            .option("kafka.bootstrap.servers", settings.bootstrap_servers)
-            .option("topic", settings.output_topic))
+    writer = (writer.format("odradek")
+              .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+              .option("topic", settings.output_topic))
+    if settings.sink_id is None:
+        return writer
+    return writer.option("exactlyOnce", "true").option("sinkId", settings.sink_id)
 
 
 def start(spark: SparkSession, settings: StreamSettings,

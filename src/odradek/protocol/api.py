@@ -35,6 +35,11 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -46,6 +51,9 @@ class ApiKey(enum.IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -60,7 +68,7 @@ class VersionRange:
 
 # api key -> versions served. Grows with the handlers; see the module docstring.
 SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
-    ApiKey.PRODUCE: VersionRange(3, 9),
+    ApiKey.PRODUCE: VersionRange(3, 12),
     ApiKey.FETCH: VersionRange(4, 12),
     ApiKey.LIST_OFFSETS: VersionRange(1, 7),
     ApiKey.METADATA: VersionRange(0, 12),
@@ -79,6 +87,11 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.DELETE_RECORDS: VersionRange(0, 2),
     ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),
+    ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 4),
+    ApiKey.END_TXN: VersionRange(0, 5),
+    ApiKey.WRITE_TXN_MARKERS: VersionRange(1, 1),
+    ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 5),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4),
@@ -90,6 +103,9 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
+    ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
+    ApiKey.LIST_TRANSACTIONS: VersionRange(0, 1),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
 }
 

@@ -125,3 +125,38 @@ def millis(value: datetime.timedelta | datetime.datetime | int | None) -> int:
     if isinstance(value, datetime.datetime):
         return round(value.timestamp() * 1000)
     return int(value)
+
+
+@cache
+def lenient_timestamps(cls: type) -> type:
+    """``cls`` (a kio response class) with each non-nullable ``datetime_i64`` field, at any
+    depth, read as plain epoch milliseconds instead: Kafka sends -1 in some of them (the
+    start time of a transactional id that has no transaction, DescribeTransactions), which
+    kio refuses to read as a datetime. Classes without such a field are returned as
+    they are."""
+    changed = False
+    fields = []
+    for f in dataclasses.fields(cls):
+        annotation, metadata = f.type, dict(f.metadata)
+        if metadata.get("kafka_type") == "datetime_i64" and annotation is not None \
+                and type(None) not in typing.get_args(annotation):
+            annotation, metadata["kafka_type"] = int, "int64"
+            changed = True
+        else:
+            inner_args = typing.get_args(annotation)
+            inner = inner_args[0] if inner_args else annotation
+            if dataclasses.is_dataclass(inner) and lenient_timestamps(inner) is not inner:
+                annotation = tuple[lenient_timestamps(inner), ...] if inner_args else \
+                    lenient_timestamps(inner)
+                changed = True
+        default = f.default if f.default is not dataclasses.MISSING else dataclasses.MISSING
+        fields.append((f.name, annotation, dataclasses.field(default=default,
+                                                             metadata=metadata)))
+    if not changed:
+        return cls
+    lenient = dataclasses.make_dataclass(cls.__name__, fields, frozen=True, slots=True)
+    for name in ("__type__", "__version__", "__flexible__", "__api_key__",
+                 "__header_schema__"):
+        if hasattr(cls, name):
+            setattr(lenient, name, getattr(cls, name))
+    return lenient

@@ -29,6 +29,12 @@ A v2 record batch, all integers big-endian (Kafka's ``DefaultRecordBatch``)::
     57      recordsCount          int32
     61      records                       compressed as one unit when the codec is not none
 
+With hasDeleteHorizonMs (KIP-534) baseTimestamp holds the batch's *delete horizon*
+instead of the first record's timestamp: the time from which the log cleaner may remove its
+tombstones or its transaction marker. Record timestamps are still baseTimestamp plus their
+deltas, so a cleaner stamping a horizon rewrites the deltas against it (Kafka's
+``MemoryRecordsBuilder`` with a ``deleteHorizonMs``).
+
 Because baseOffset and partitionLeaderEpoch sit before the CRC'd range, the leader stamps
 them without recomputing the CRC. For example a batch produced with baseOffset 0 and
 lastOffsetDelta 4, appended when the log end offset is 50, is stamped baseOffset 50 and
@@ -101,6 +107,7 @@ COMPRESSION_CODEC_MASK = 0x07  # attributes bits 0-2
 _TIMESTAMP_TYPE_FLAG = 0x08
 _TRANSACTIONAL_FLAG = 0x10
 _CONTROL_FLAG = 0x20
+_DELETE_HORIZON_FLAG = 0x40
 
 # Kafka's ByteBufferLogInputStream rejects a length smaller than the smallest legacy (v0)
 # message, 14 bytes after the length field, before it even reads the magic byte.
@@ -224,6 +231,14 @@ class RecordBatch:
     @property
     def is_control_batch(self) -> bool:
         return bool(self._header[5] & _CONTROL_FLAG)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """KIP-534: when the cleaner may remove this batch's tombstones or marker, None if
+        no cleaner has stamped one (Kafka's ``RecordBatch.deleteHorizonMs``)."""
+        if self._header[5] & _DELETE_HORIZON_FLAG:
+            return self._header[7]
+        return None
 
     @property
     def has_producer_id(self) -> bool:
@@ -371,6 +386,14 @@ def read_batch(buffer: Buffer, position: int = 0) -> RecordBatch | None:
     return RecordBatch(buffer, position)
 
 
+def starts_transactional(records: Buffer) -> bool:
+    """Whether the first batch of ``records`` has the transactional attribute (read from the
+    header alone; False when there is no whole header)."""
+    if len(records) < _ATTRIBUTES_OFFSET + 2:
+        return False
+    return bool(_INT16.unpack_from(records, _ATTRIBUTES_OFFSET)[0] & _TRANSACTIONAL_FLAG)
+
+
 def iter_batches(buffer: Buffer, position: int = 0) -> Iterator[RecordBatch]:
     """Walk consecutive batches from ``position``, stopping cleanly at a partial trailing
     batch (a fetch response cut at max bytes, a torn log tail).
@@ -418,6 +441,7 @@ def build_batch(
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     last_offset: int | None = None,
     max_timestamp: int | None = None,
+    delete_horizon_ms: int | None = None,
 ) -> bytes:
     """A complete v2 batch holding ``records`` at their own offsets.
 
@@ -427,13 +451,17 @@ def build_batch(
     ``overrideLastOffset``). Timestamp deltas are taken from the first record, as Kafka's
     producer does. With no records, ``base_offset``, ``last_offset`` and ``max_timestamp``
     are required and the batch is a header alone with base timestamp -1 (Kafka's
-    ``DefaultRecordBatch.writeEmptyHeader``).
+    ``DefaultRecordBatch.writeEmptyHeader``). A ``delete_horizon_ms`` takes the base
+    timestamp's place, with the hasDeleteHorizonMs attribute (see the module docstring).
     """
     if not records and None in (base_offset, last_offset, max_timestamp):
         raise ValueError("a record batch with no records needs its offsets and max timestamp")
     if base_offset is None:
         base_offset = records[0].offset
-    base_timestamp = records[0].timestamp if records else NO_TIMESTAMP
+    if delete_horizon_ms is not None:
+        base_timestamp = delete_horizon_ms
+    else:
+        base_timestamp = records[0].timestamp if records else NO_TIMESTAMP
     body = bytearray()
     previous_offset = base_offset - 1
     for record in records:
@@ -453,6 +481,8 @@ def build_batch(
         attributes |= _TRANSACTIONAL_FLAG
     if is_control_batch:
         attributes |= _CONTROL_FLAG
+    if delete_horizon_ms is not None:
+        attributes |= _DELETE_HORIZON_FLAG
     batch = bytearray(RECORD_BATCH_OVERHEAD + len(compressed))
     batch[RECORD_BATCH_OVERHEAD:] = compressed
     _HEADER.pack_into(

@@ -83,6 +83,9 @@ class LogReadResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     log_end_offset: int = -1
+    # read_committed: (producer id, first offset) of each aborted transaction overlapping
+    # the records, for the consumer to drop; None for other fetchers.
+    aborted_transactions: list[tuple[int, int]] | None = None
 
     @property
     def size(self) -> int:

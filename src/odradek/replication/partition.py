@@ -16,7 +16,8 @@ The high watermark is the smallest log end offset among the in-sync replicas: ev
 in-sync replica holds every record below it, so a consumer never reads past it and an
 acks=-1 produce is answered once it passes the produce's records. On a single node the
 ISR is this broker alone, so it follows the log end offset after every append. The last
-stable offset equals it until transactions exist.
+stable offset stops before the first transaction that is ongoing, or whose marker is not
+yet below the high watermark; read_committed consumers read up to it.
 
 The role comes from the partition state the metadata store publishes
 (:meth:`make_leader`, :meth:`make_follower`); changing role keeps the same object and log.
@@ -32,8 +33,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from odradek.log import FetchDataInfo, LogAppendInfo, PartitionLog
+from odradek.log.producer_state import VerificationGuard
 from odradek.log.validator import AppendOrigin, analyze_and_validate, validate_for_leader
 from odradek.metadata.model import PartitionState
+from odradek.protocol.records import iter_batches
 from odradek.protocol.topic_partition import TopicPartition
 from odradek.log.offset_metadata import LogOffsetMetadata
 from odradek.replication.delayed_fetch import IsolationLevel
@@ -176,8 +179,9 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """Without transactions, nothing is undecided: the high watermark."""
-        return self.log.high_watermark
+        """The first offset of a transaction not decided for good, or the high watermark
+        (see :attr:`PartitionLog.last_stable_offset`)."""
+        return self.log.last_stable_offset
 
     @property
     def log_start_offset(self) -> int:
@@ -267,7 +271,8 @@ class Partition:
 
     def append_records_to_leader(self, records: bytearray, *, origin: AppendOrigin,
                                  required_acks: int, now_ms: int,
-                                 produce_version: int | None = None
+                                 produce_version: int | None = None,
+                                 verification_guard: VerificationGuard | None = None
                                  ) -> tuple[LogAppendInfo, bool]:
         """Validates and appends one batch as leader; returns what the append did and
         whether the high watermark moved.
@@ -288,7 +293,7 @@ class Partition:
         validate_for_leader(batch, self.topic_config, topic_partition=self.topic_partition,
                             origin=origin, now_ms=now_ms, produce_version=produce_version)
         info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms,
-                                         batches=[batch])
+                                         batches=[batch], verification_guard=verification_guard)
         return info, self.maybe_increment_leader_high_watermark()
 
     def append_records_to_follower(self, records: bytearray, *, now_ms: int) -> LogAppendInfo:
@@ -325,6 +330,17 @@ class Partition:
         return self.log.read(fetch_offset, max_bytes,
                              max_offset=self._upper_bound(isolation_level, from_follower),
                              min_one_batch=min_one_batch)
+
+    def aborted_transactions(self, fetch_offset: int, records: bytes) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping ``records``,
+        read from ``fetch_offset``: what a read_committed consumer needs to drop them."""
+        last = None
+        for batch in iter_batches(records):
+            last = batch
+        if last is None:
+            return []
+        return [(txn.producer_id, txn.first_offset) for txn in
+                self.log.collect_aborted_transactions(fetch_offset, last.next_offset)]
 
     def _upper_bound(self, isolation_level: IsolationLevel, from_follower: bool) -> int:
         if from_follower:

@@ -43,7 +43,8 @@ from odradek.log.offset_metadata import LogOffsetMetadata
 from odradek.log.partition_metadata import read_topic_id, write_topic_id
 from odradek.log.validator import AppendOrigin, RecordValidationError
 from odradek.metadata.model import INTERNAL_TOPICS, PartitionState
-from odradek.protocol.records import RecordsError
+from odradek.log.producer_state import ProducerStateEntry, VerificationGuard
+from odradek.protocol.records import RECORD_BATCH_OVERHEAD, RecordBatch, RecordsError
 from odradek.protocol.topic_partition import TopicPartition
 from odradek.replication.delayed_fetch import (
     DelayedFetch,
@@ -73,6 +74,23 @@ CallLater = Callable[[float, Callable[[], None]], asyncio.TimerHandle]
 # returns the state written, or None when the state moved on (the change is dropped).
 AlterIsr = Callable[[TopicPartition, PartitionState, tuple[int, ...]],
                     Awaitable[PartitionState | None]]
+# Asks the transaction coordinator of a transactional id whether each partition is in the
+# ongoing transaction of (producer id, epoch) — or, with add=True (transactions v2), adds
+# it — and calls back with each partition's error (KIP-890).
+VerifyTransaction = Callable[[str, int, int, list[TopicPartition], bool,
+                              Callable[[dict[TopicPartition, ErrorCode]], None]], None]
+
+# What a failed verification tells the producer: a coordinator that is moving or busy is
+# retriable (Kafka answers NOT_ENOUGH_REPLICAS for these); a fenced producer is told so as
+# Produce tells it (KIP-588).
+_VERIFICATION_ERRORS = {
+    ErrorCode.not_coordinator: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_not_available: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.not_enough_replicas,
+    ErrorCode.concurrent_transactions: ErrorCode.not_enough_replicas,
+    ErrorCode.request_timed_out: ErrorCode.not_enough_replicas,
+    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+}
 
 
 def monotonic_ms() -> int:
@@ -103,13 +121,16 @@ class ReplicaManager:
         monotonic_clock: Callable[[], int] = monotonic_ms,
         call_later: CallLater = _call_later_on_running_loop,
         alter_isr: AlterIsr | None = None,
+        verify_transaction: VerifyTransaction | None = None,
     ) -> None:
         """``clock`` gives wall-clock milliseconds (timestamps, producer expiration);
         ``monotonic_clock`` the milliseconds delayed operations' deadlines are measured in,
         and ``call_later`` schedules their expiration. ``broker_config`` gives a broker
         config's current value by name (they may change at runtime). ``alter_isr`` writes
         an ISR change this broker proposes as leader (a conditional write on the partition
-        state's version); on a single node there is none to make."""
+        state's version); on a single node there is none to make. ``verify_transaction``
+        asks a transaction coordinator about a producer's transaction before its first
+        write to a partition (KIP-890); without it, such writes are refused."""
         self.node_id = node_id
         self.log_manager = log_manager
         self.clock = clock
@@ -129,6 +150,7 @@ class ReplicaManager:
         self._expiration_deadline_ms: int | None = None
         self._next_producer_expiration_check_ms = 0
         self._alter_isr = alter_isr
+        self.verify_transaction = verify_transaction
         self._isr_writes: set[asyncio.Task] = set()
         # While this broker cannot prove it still leads (its ZooKeeper session is
         # suspended or lost, so another leader may have been elected), acks=-1 is refused.
@@ -248,11 +270,96 @@ class ReplicaManager:
         origin: AppendOrigin = AppendOrigin.CLIENT,
         internal_topics_allowed: bool = False,
         produce_version: int | None = None,
+        transactional_id: str | None = None,
+        add_to_transaction: bool = False,
     ) -> None:
         """Appends each partition's batch as leader and calls ``respond`` with every
         partition's result: at once for acks 0 and 1, once the ISR has the records for
         acks=-1 (or at ``timeout_ms``). A partition that must be fsynced first
-        (``flush.messages``) is answered after its flush, whatever the acks."""
+        (``flush.messages``) is answered after its flush, whatever the acks.
+
+        A transactional batch that does not continue its producer's transaction in its
+        partition is verified first with the transaction coordinator of
+        ``transactional_id`` (KIP-890): the append waits for the answer, and a partition
+        that is not in the producer's ongoing transaction is answered INVALID_TXN_STATE,
+        nothing written. With ``add_to_transaction`` (transactions v2: Produce v12,
+        TxnOffsetCommit v5) the coordinator adds the partition instead of checking it."""
+        verifiable = (origin is not AppendOrigin.REPLICATION and transactional_id is not None
+                      and self.verify_transaction is not None)
+        guards = self._guards_to_verify(entries) if verifiable else {}
+        if not guards:
+            # Without a transactional id nothing can be verified: the log refuses a
+            # transactional batch that does not continue a transaction.
+            self._append_records(entries, acks=acks, timeout_ms=timeout_ms, respond=respond,
+                                 origin=origin, internal_topics_allowed=internal_topics_allowed,
+                                 produce_version=produce_version)
+            return
+        first = RecordBatch(next(iter(guards.values()))[0])
+        self.verify_transaction(
+            transactional_id, first.producer_id, first.producer_epoch, list(guards),
+            add_to_transaction,
+            lambda errors: self._append_verified(
+                entries, guards, errors, acks=acks, timeout_ms=timeout_ms, respond=respond,
+                origin=origin, internal_topics_allowed=internal_topics_allowed,
+                produce_version=produce_version))
+
+    def _guards_to_verify(self, entries: Mapping[TopicPartition, bytes | bytearray]
+                          ) -> dict[TopicPartition, tuple[bytes | bytearray, VerificationGuard]]:
+        """The partitions led here whose (transactional) batch starts a transaction there,
+        each with the verification guard its producer state hands out now."""
+        guards = {}
+        for tp, records in entries.items():
+            partition = self._leader_or_none(tp)
+            if partition is None or len(records) < RECORD_BATCH_OVERHEAD:
+                continue  # the append answers why
+            try:
+                batch = RecordBatch(records)
+            except RecordsError:
+                continue
+            if not batch.is_transactional or batch.is_control_batch:
+                continue
+            state = partition.log.producer_state
+            if state.ongoing_transaction(batch.producer_id, batch.producer_epoch):
+                continue
+            guards[tp] = (records, state.verification_guard(batch.producer_id))
+        return guards
+
+    def _append_verified(self, entries: Mapping[TopicPartition, bytes | bytearray],
+                         guards: dict[TopicPartition, tuple[bytes | bytearray,
+                                                           VerificationGuard]],
+                         errors: dict[TopicPartition, ErrorCode], **kwargs: Any) -> None:
+        refused = {tp: _VERIFICATION_ERRORS.get(error, error) for tp, error in errors.items()
+                   if error is not ErrorCode.none and tp in guards}
+        for tp in guards.keys() - errors.keys():
+            refused[tp] = ErrorCode.invalid_txn_state  # the coordinator did not answer for it
+        respond = kwargs.pop("respond")
+        accepted = {tp: records for tp, records in entries.items() if tp not in refused}
+
+        def merged(results: dict[TopicPartition, ProducePartitionResult]) -> None:
+            for tp, error in refused.items():
+                result = results[tp] = ProducePartitionResult()
+                result.fail(error)
+            respond({tp: results[tp] for tp in entries})
+
+        if not accepted:
+            merged({})
+            return
+        self._append_records(accepted, respond=merged,
+                             verification_guards={tp: guard for tp, (_, guard) in guards.items()},
+                             **kwargs)
+
+    def _append_records(
+        self,
+        entries: Mapping[TopicPartition, bytes | bytearray],
+        *,
+        acks: int,
+        timeout_ms: int,
+        respond: Callable[[dict[TopicPartition, ProducePartitionResult]], None],
+        origin: AppendOrigin,
+        internal_topics_allowed: bool,
+        produce_version: int | None,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
+    ) -> None:
         now_ms = self.clock()
         if now_ms >= self._next_producer_expiration_check_ms:
             self._remove_expired_producers(now_ms)
@@ -262,7 +369,8 @@ class ReplicaManager:
             status = self._append_to_local_log(
                 tp, records, acks=acks, origin=origin, now_ms=now_ms, moved=moved,
                 internal_topics_allowed=internal_topics_allowed or origin is not AppendOrigin.CLIENT,
-                produce_version=produce_version)
+                produce_version=produce_version,
+                verification_guard=verification_guards.get(tp) if verification_guards else None)
             statuses[tp] = status
         for tp in moved:
             self._complete_delayed_requests(tp)
@@ -288,7 +396,9 @@ class ReplicaManager:
     def _append_to_local_log(self, tp: TopicPartition, records: bytes | bytearray, *,
                              acks: int, origin: AppendOrigin, now_ms: int,
                              moved: list[TopicPartition], internal_topics_allowed: bool,
-                             produce_version: int | None) -> ProducePartitionStatus:
+                             produce_version: int | None,
+                             verification_guard: VerificationGuard | None
+                             ) -> ProducePartitionStatus:
         result = ProducePartitionResult()
         status = ProducePartitionStatus(-1, result, acks_pending=False)
         if acks not in VALID_ACKS:
@@ -310,7 +420,7 @@ class ReplicaManager:
             info, high_watermark_moved = partition.append_records_to_leader(
                 records if isinstance(records, bytearray) else bytearray(records),
                 origin=origin, required_acks=acks, now_ms=now_ms,
-                produce_version=produce_version)
+                produce_version=produce_version, verification_guard=verification_guard)
         except RecordValidationError as exc:
             result.fail(exc.error_code, exc.error_message)
             result.record_errors = tuple((e.batch_index, e.batch_index_error_message)
@@ -420,9 +530,12 @@ class ReplicaManager:
             return self._offsets_result(partition, ErrorCode.offset_out_of_range)
         except LogError as exc:  # KAFKA_STORAGE_ERROR: the partition's log dir failed
             return LogReadResult(exc.error_code)
+        aborted = None
+        if params.isolation_level is IsolationLevel.READ_COMMITTED and not params.is_from_follower:
+            aborted = partition.aborted_transactions(info.fetch_offset, data.records)
         return LogReadResult(ErrorCode.none, data.records, data.high_watermark,
                              partition.last_stable_offset, data.log_start_offset,
-                             data.log_end_offset)
+                             data.log_end_offset, aborted)
 
     @staticmethod
     def _offsets_result(partition: Partition, error: ErrorCode) -> LogReadResult:
@@ -558,6 +671,22 @@ class ReplicaManager:
         keys = list(dict.fromkeys(status.topic_partition for status in statuses))
         if not self.delete_records_purgatory.try_complete_else_watch(operation, keys):
             self._schedule_expiration()
+
+    # -- DescribeProducers ------------------------------------------------------------
+
+    def active_producers(self, tp: TopicPartition) -> list[ProducerStateEntry]:
+        """DescribeProducers: the producers a partition led here knows (Kafka's
+        ``activeProducers``); raises ``PartitionError`` with the code to answer."""
+        partition = self._partitions.get(tp)
+        if partition is None:
+            raise PartitionError(ErrorCode.unknown_topic_or_partition)
+        if not partition.is_leader:
+            raise PartitionError(ErrorCode.not_leader_or_follower)
+        try:
+            partition.log.check_online()
+        except LogError as exc:
+            raise PartitionError(exc.error_code, str(exc)) from exc
+        return partition.log.producer_state.entries()
 
     # -- DescribeLogDirs ---------------------------------------------------------------
 

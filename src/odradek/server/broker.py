@@ -38,6 +38,13 @@ from odradek.metadata.local import LocalMetadataStore
 from odradek.metadata.zk_client import BadVersionError, NoNodeError, ZooKeeperUnavailable
 from odradek.metadata.zookeeper import SessionChanged, ZooKeeperMetadataStore
 from odradek.coordinator.group.offsets_topic import OFFSETS_TOPIC
+from odradek.coordinator.transaction.log_records import TRANSACTION_STATE_TOPIC
+from odradek.coordinator.transaction.marker_channel import (
+    TransactionMarkerChannel,
+    write_markers_locally,
+)
+from odradek.coordinator.transaction.replica_store import transaction_coordinator_over
+from odradek.coordinator.transaction.verification import TransactionVerifier
 from odradek.metadata.model import BrokerInfo, Endpoint, PartitionState, TopicMetadata
 from odradek.metadata.store import (
     BrokerConfigChanged,
@@ -97,8 +104,14 @@ class Broker:
                                               alter_isr=self._alter_isr)
         # Consumer groups and their offsets, kept in __consumer_offsets.
         self.group_coordinator = group_coordinator_over(
-            self.replica_manager, lambda name: self.metadata.topic(name) if self.metadata else None,
-            config.get, clock)
+            self.replica_manager, self._topic, config.get, clock)
+        # Transactional ids and their transactions, kept in __transaction_state; the markers
+        # go out through the channel, writes are verified through the verifier (start()).
+        self.marker_channel: TransactionMarkerChannel | None = None
+        self.transaction_verifier: TransactionVerifier | None = None
+        self.transaction_coordinator = transaction_coordinator_over(
+            self.replica_manager, self._topic, config.get, clock, self._generate_producer_id,
+            self)
         self.metadata: MetadataStore | None = None
         # In a cluster (zookeeper.connect): the controller election this broker takes part
         # in, and the fetchers of the partitions it follows.
@@ -112,6 +125,10 @@ class Broker:
         self.port: int = 0
         self.bound_ports: dict[str, int] = {}
         self._background: list[asyncio.Task[None]] = []
+        self._id_requests: set[asyncio.Task[None]] = set()
+
+    def _topic(self, name: str) -> TopicMetadata | None:
+        return self.metadata.topic(name) if self.metadata else None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -144,8 +161,12 @@ class Broker:
                 self.log_manager.delete_partition(tp.topic, tp.partition)
         for topic in topics:
             self._become_leader_or_follower(topic, topic.partitions)
+        self._start_transactions()
         self.metadata.subscribe(self._on_metadata_event)
         self.group_coordinator.startup()  # replays the __consumer_offsets partitions led here
+        # Replays the __transaction_state partitions led here, and completes the
+        # transactions left prepared.
+        self.transaction_coordinator.startup()
         self._start_background_tasks()
         if self.controller is not None:
             await self.controller.start()
@@ -166,6 +187,10 @@ class Broker:
         await asyncio.gather(*self._background, return_exceptions=True)
         self._background.clear()
         self.group_coordinator.shutdown()  # a JoinGroup or SyncGroup waiting is answered now
+        self.transaction_coordinator.shutdown()
+        for closing in (self.marker_channel, self.transaction_verifier):
+            if closing is not None:
+                await closing.close()
         await self._socket_server.close_connections(SHUTDOWN_DRAIN_SECONDS)
         if (cleaner := getattr(self, "_cleaner", None)) is not None:
             await asyncio.to_thread(cleaner.close)  # the worker process, after its round
@@ -214,6 +239,47 @@ class Broker:
             self._inter_broker_endpoint, get, self.clock)
         return store
 
+    def _start_transactions(self) -> None:
+        """The marker channel and the transaction verifier, once the metadata store is
+        open; in a cluster they reach other brokers on connections of their own, so that
+        markers never queue behind a follower's long poll."""
+        connections = None
+        if self.controller is not None:
+            connections = BrokerConnections(
+                client_id=f"broker-{self.node_id}-transactions",
+                connect_timeout_s=self.config.get("replica.socket.timeout.ms") / 1000)
+        self.marker_channel = TransactionMarkerChannel(
+            self.node_id, self.metadata,
+            lambda marker, respond: write_markers_locally(
+                self.replica_manager, self.group_coordinator, marker, respond),
+            connections, self._inter_broker_endpoint)
+        self.transaction_verifier = TransactionVerifier(
+            self.node_id, self.metadata, self.transaction_coordinator, connections,
+            self._inter_broker_endpoint)
+        self.replica_manager.verify_transaction = self.transaction_verifier
+
+    def write_markers(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                      commit: bool, coordinator_epoch: int, partitions: set[TopicPartition],
+                      on_complete: Callable[[], None]) -> None:
+        """The transaction coordinator's marker writer: the channel, once started."""
+        self.marker_channel.write_markers(transactional_id, producer_id, producer_epoch,
+                                          commit, coordinator_epoch, partitions, on_complete)
+
+    def _generate_producer_id(self, callback: Callable[[int | None], None]) -> None:
+        """A fresh producer id from the metadata store for the transaction coordinator;
+        None when no block of ids can be reserved now (the client retries)."""
+        async def generate() -> None:
+            try:
+                producer_id = await self.metadata.generate_producer_id()
+            except (OSError, ZooKeeperUnavailable, BadVersionError) as exc:
+                log.error("could not reserve producer ids: %s", exc)
+                producer_id = None
+            callback(producer_id)
+
+        task = self._loop.create_task(generate())
+        self._id_requests.add(task)
+        task.add_done_callback(self._id_requests.discard)
+
     def _inter_broker_endpoint(self, node_id: int) -> tuple[str, int] | None:
         listener = self.config.inter_broker_listener_name
         broker = next((b for b in self.metadata.brokers() if b.node_id == node_id), None)
@@ -256,6 +322,7 @@ class Broker:
             metadata=self.metadata,
             replica_manager=self.replica_manager,
             group_coordinator=self.group_coordinator,
+            transaction_coordinator=self.transaction_coordinator,
             auto_topic_creation=AutoTopicCreationManager(self.metadata, self.config),
             controller=self.controller,
         )
@@ -283,6 +350,12 @@ class Broker:
             ("kafka-delete-logs",
              lambda: FILE_DELETE_CHECK_SECONDS, self._delete_due_files),
             ("group-coordinator", lambda: GROUP_TICK_MS / 1000, self._tick_group_coordinator),
+            ("transaction-abort",
+             lambda: get("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000,
+             self._abort_timed_out_transactions),
+            ("transactional-id-expiration",
+             lambda: get("transaction.remove.expired.transaction.cleanup.interval.ms") / 1000,
+             self._remove_expired_transactional_ids),
         ] + self._log_cleaner_task() + self._isr_expiration_task():
             self._background.append(
                 asyncio.create_task(self._every(name, interval_seconds, work), name=name)
@@ -367,6 +440,15 @@ class Broker:
         """Group sessions, rebalance timeouts and offset retention."""
         self.group_coordinator.tick()
 
+    async def _abort_timed_out_transactions(self) -> None:
+        """Transactions open longer than their timeout are aborted, their producers fenced;
+        completions whose write failed are written again."""
+        self.transaction_coordinator.retry_completions()
+        self.transaction_coordinator.abort_timed_out_transactions()
+
+    async def _remove_expired_transactional_ids(self) -> None:
+        self.transaction_coordinator.remove_expired_transactional_ids()
+
     # -- topics ------------------------------------------------------------------------
 
     def topic_config(self, topic: str) -> dict[str, Any]:
@@ -389,6 +471,16 @@ class Broker:
                 self.group_coordinator.on_elected(tp.partition)
             for tp in changes.became_follower + changes.removed:
                 self.group_coordinator.on_resigned(tp.partition)
+        elif topic.name == TRANSACTION_STATE_TOPIC:
+            # The coordinator epoch is the partition's leader epoch.
+            for tp in changes.became_leader:
+                self.transaction_coordinator.on_elected(
+                    tp.partition, self.replica_manager.get_partition(tp).leader_epoch)
+            for tp in changes.became_follower:
+                self.transaction_coordinator.on_resigned(
+                    tp.partition, self.replica_manager.get_partition(tp).leader_epoch)
+            for tp in changes.removed:
+                self.transaction_coordinator.on_resigned(tp.partition)
 
     def _refresh_configs(self, topic: TopicMetadata) -> None:
         topic_config = self.topic_config(topic.name)
@@ -410,6 +502,8 @@ class Broker:
                 partitions = [TopicPartition(topic.name, s.partition) for s in topic.partitions]
                 for tp in partitions:
                     self.replica_manager.stop_replica(tp, delete=True)
+                    if tp.topic == TRANSACTION_STATE_TOPIC:
+                        self.transaction_coordinator.on_resigned(tp.partition)
                 self.group_coordinator.on_partitions_deleted(partitions)
             case TopicConfigChanged(topic):
                 self._refresh_configs(topic)

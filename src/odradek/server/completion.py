@@ -40,6 +40,13 @@ class Completion(Generic[T]):
         self._future = asyncio.get_running_loop().create_future()
         return self._build_later(self._future, build)
 
+    async def wait(self) -> T:
+        """The result, awaited if it is not in yet (for handlers that are coroutines)."""
+        if self._result is not _PENDING:
+            return self._result  # type: ignore[return-value]
+        self._future = asyncio.get_running_loop().create_future()
+        return await self._future
+
     @staticmethod
     async def _build_later(future: asyncio.Future[T], build: Callable[[T], R]) -> R:
         return build(await future)

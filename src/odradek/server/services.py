@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 
 from odradek.controller.controller import Controller
 from odradek.coordinator.group import GroupCoordinator
+from odradek.coordinator.transaction import TransactionCoordinator
 from odradek.metadata.store import MetadataStore
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.auto_topic_creation import AutoTopicCreationManager
@@ -28,6 +29,7 @@ class Services:
     metadata: MetadataStore
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
+    transaction_coordinator: TransactionCoordinator
     auto_topic_creation: AutoTopicCreationManager
     # The controller election this broker takes part in (a cluster only; None on one node).
     controller: Controller | None = None

@@ -34,7 +34,7 @@ _NAMES = {name.lower(): name for name in (
     "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
     "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
     "endingOffsetsByTimestamp", "maxOffsetsPerTrigger", "minPartitions", "failOnDataLoss",
-    "includeHeaders", "kafkaConsumer.pollTimeoutMs")}
+    "includeHeaders", "kafkaConsumer.pollTimeoutMs", "exactlyOnce", "sinkId")}
 
 
 def _display(name: str) -> str:
@@ -89,6 +89,9 @@ class SinkOptions:
     client_config: Mapping[str, str]
     topic: str | None  # overrides the topic column when given
     include_headers: bool
+    # with exactlyOnce: the name of the sink's transactional ids and marker groups
+    # (``exactly_once.py``); None for the at-least-once sink
+    sink_id: str | None = None
 
 
 def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -156,8 +159,25 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
 
 def sink_options(options: Mapping[str, str]) -> SinkOptions:
     opts = _lower(options)
-    return SinkOptions(client_config=_client_config(opts), topic=opts.get("topic") or None,
-                       include_headers=_bool(opts, "includeheaders", False))
+    client_config = _client_config(opts)
+    topic = opts.get("topic") or None
+    sink_id = opts.get("sinkid", "").strip() or None
+    if _bool(opts, "exactlyonce", False):
+        if sink_id is None:
+            raise OptionError("'exactlyOnce' needs the option 'sinkId': a name for the sink "
+                              "that stays the same when the query restarts from its "
+                              "checkpoint")
+        if topic is None:
+            raise OptionError("'exactlyOnce' needs the option 'topic': each task records the "
+                              "micro-batches it committed on that topic's partition 0, so "
+                              "rows can't choose their topic")
+        if "transactional.id" in client_config:
+            raise OptionError("'kafka.transactional.id' can't be set with 'exactlyOnce': "
+                              "each task's transactional id is '<sinkId>-<partition id>'")
+    elif sink_id is not None:
+        raise OptionError("'sinkId' is only used with 'exactlyOnce' set to true")
+    return SinkOptions(client_config=client_config, topic=topic,
+                       include_headers=_bool(opts, "includeheaders", False), sink_id=sink_id)
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:

@@ -9,7 +9,9 @@ Each task produces its rows with one idempotent confluent-kafka producer and wai
 every acknowledgement before it reports success, so a retry inside a task never writes a
 record twice and a task that succeeded has nothing left in flight. A task that fails
 (and is retried by Spark) may have written part of its rows: the sink is at-least-once
-across task retries, as Spark's Kafka sink is.
+across task retries, as Spark's Kafka sink is. With ``exactlyOnce`` each task writes its
+rows in one transaction instead, and a retried or replayed task whose rows were committed
+writes nothing (``exactly_once.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
+from odradek.spark import exactly_once
 from odradek.spark.options import OptionError, SinkOptions
 from odradek.spark.schema import HEADERS
 
@@ -59,34 +62,48 @@ class _RecordWriter:
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
-        producer = confluent_kafka.Producer({"linger.ms": 5, **self.options.client_config,
-                                             "enable.idempotence": True})
-        failures: list[confluent_kafka.KafkaError] = []
+        if self.options.sink_id is None:
+            producer = confluent_kafka.Producer({"linger.ms": 5, **self.options.client_config,
+                                                 "enable.idempotence": True})
+            return WriteResult(_produce(producer, iterator, self.options))
+        with exactly_once.transaction(self.options) as producer:
+            if producer is None:  # an earlier attempt committed these rows
+                for _ in iterator:  # Spark sends the rows all the same: read them to the end
+                    pass
+                return WriteResult(0)
+            return WriteResult(_produce(producer, iterator, self.options))
 
-        def delivered(error, _message) -> None:
-            if error is not None:
-                failures.append(error)
 
-        written = 0
-        for batch in iterator:
-            for record in _records(batch, self.options):
-                while True:
-                    try:
-                        producer.produce(**record, on_delivery=delivered)
-                        break
-                    except BufferError:  # the producer's queue is full: let it drain
-                        producer.poll(0.1)
-                written += 1
-            producer.poll(0)
-            if failures:
-                break
-        remaining = producer.flush(FLUSH_TIMEOUT_SECONDS)
+def _produce(producer: confluent_kafka.Producer, iterator: Iterator[pa.RecordBatch],
+             options: SinkOptions) -> int:
+    """Produces every row as a record, waits for every acknowledgement and returns how many
+    records there were."""
+    failures: list[confluent_kafka.KafkaError] = []
+
+    def delivered(error, _message) -> None:
+        if error is not None:
+            failures.append(error)
+
+    written = 0
+    for batch in iterator:
+        for record in _records(batch, options):
+            while True:
+                try:
+                    producer.produce(**record, on_delivery=delivered)
+                    break
+                except BufferError:  # the producer's queue is full: let it drain
+                    producer.poll(0.1)
+            written += 1
+        producer.poll(0)
         if failures:
-            raise confluent_kafka.KafkaException(failures[0])
-        if remaining:
-            raise TimeoutError(f"{remaining} records not acknowledged within "
-                               f"{FLUSH_TIMEOUT_SECONDS:.0f} s")
-        return WriteResult(written)
+            break
+    remaining = producer.flush(FLUSH_TIMEOUT_SECONDS)
+    if failures:
+        raise confluent_kafka.KafkaException(failures[0])
+    if remaining:
+        raise TimeoutError(f"{remaining} records not acknowledged within "
+                           f"{FLUSH_TIMEOUT_SECONDS:.0f} s")
+    return written
 
 
 def _records(batch: pa.RecordBatch, options: SinkOptions) -> Iterator[dict]:
@@ -117,7 +134,9 @@ class BatchWriter(_RecordWriter, DataSourceArrowWriter):
 
 class StreamWriter(_RecordWriter, DataSourceStreamArrowWriter):
     def commit(self, messages, batchId: int) -> None:
-        pass  # every record was acknowledged before its task succeeded
+        pass  # every record was acknowledged (or committed) before its task succeeded
 
     def abort(self, messages, batchId: int) -> None:
-        pass  # records of failed tasks stay written: at-least-once, see the module docstring
+        # Records of failed tasks stay written (at-least-once) or were aborted with their
+        # transaction (exactlyOnce): see the module docstring.
+        pass

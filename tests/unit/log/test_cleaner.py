@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.log import AbortedTxn, LogConfig, PartitionLog
+from odradek.log import LogConfig, PartitionLog
 from odradek.log.cleaner import (
     CLEANER_OFFSET_CHECKPOINT,
     CleanerConfig,
@@ -139,11 +139,11 @@ def test_tombstones_are_kept_until_delete_retention_ms_then_removed(open_log):
     assert (2, b"gone", None) in consume(log)
     assert (0, b"gone", b"v") not in consume(log)
     # Cleaned, but not yet delete.retention.ms old: a later round still keeps it.
-    assert first.tombstones_due_ms == 1_000 + COMPACT.delete_retention_ms
-    assert clean(log, first.end_offset, now_ms=1_800, tombstones_due_ms=first.tombstones_due_ms) \
+    assert first.deletes_due_ms == 1_000 + COMPACT.delete_retention_ms
+    assert clean(log, first.end_offset, now_ms=1_800, deletes_due_ms=first.deletes_due_ms) \
         is None
-    second = clean(log, first.end_offset, now_ms=2_500, tombstones_due_ms=first.tombstones_due_ms)
-    assert second is not None and second.tombstones_due_ms is None
+    second = clean(log, first.end_offset, now_ms=2_500, deletes_due_ms=first.deletes_due_ms)
+    assert second is not None and second.deletes_due_ms is None
     records = consume(log)
     assert all(key != b"gone" for _, key, _ in records)
     assert (1, b"kept", b"v") in records
@@ -364,32 +364,6 @@ def test_an_expired_producers_emptied_last_batch_is_removed(open_log):
     clean(log, 0, now_ms=6_000)
     assert [b for b in stored_batches(log) if b.has_producer_id] == []
     assert [(k, v) for _, k, v in consume(log)] == [(b"a", b"overwritten"), (b"filler", b"f")]
-
-
-def test_transactional_batches_are_copied_untouched(open_log):
-    log = open_log(COMPACT)
-    # Only a leader elsewhere can have written one: it arrives replicated.
-    log.append_as_follower(bytearray(build_batch(
-        [Record(0, 1_000, b"a", b"v")], base_offset=0, producer_id=9, producer_epoch=0,
-        base_sequence=0, is_transactional=True)), now_ms=1_000)
-    transactional = bytes(stored_batches(log)[0].buffer)
-    produce(log, b"a", b"overwritten")
-    produce(log, b"filler", b"f")
-    clean(log, 0, now_ms=10_000)
-    assert bytes(stored_batches(log)[0].buffer) == transactional
-
-
-def test_a_cleaned_segment_keeps_the_aborted_transactions_of_those_it_replaces(open_log):
-    log = open_log(COMPACT)
-    for i in range(10):  # every key once: the segments are rewritten, none emptied
-        produce(log, b"k%d" % i, b"v%d" % i)
-    first, second = log.segments[:2]
-    first.txn_index.append(AbortedTxn(9, 0, 1, 0))
-    second.txn_index.append(AbortedTxn(9, 2, 3, 2))
-    assert clean(log, 0, now_ms=10_000) is not None
-    assert [txn for s in log.segments for txn in s.txn_index.entries] == [
-        AbortedTxn(9, 0, 1, 0), AbortedTxn(9, 2, 3, 2)]
-    assert not list(log.directory.glob(f"*{SWAP_FILE_SUFFIX}"))
 
 
 # -- the bounded offset map --------------------------------------------------------------

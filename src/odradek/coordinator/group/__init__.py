@@ -11,9 +11,9 @@ reaches the log).
 
 from odradek.coordinator.group.coordinator import GROUP_TICK_MS, GroupCoordinator
 from odradek.coordinator.group.metadata_manager import GroupMetadataManager
-from odradek.coordinator.group.storage import ReplicaOffsetsStore
+from odradek.coordinator.group.storage import ReplicaTopicStore
 
-__all__ = ["GROUP_TICK_MS", "GroupCoordinator", "GroupMetadataManager", "ReplicaOffsetsStore",
+__all__ = ["GROUP_TICK_MS", "GroupCoordinator", "GroupMetadataManager", "ReplicaTopicStore",
            "group_coordinator_over"]
 
 
@@ -21,6 +21,6 @@ def group_coordinator_over(replica_manager, topic, config, clock) -> GroupCoordi
     """The broker's coordinator: groups kept in ``__consumer_offsets`` through the replica
     manager; ``topic`` looks a topic up in the metadata store, ``config`` reads a broker
     config by name."""
-    return GroupCoordinator(
-        GroupMetadataManager(ReplicaOffsetsStore(replica_manager, topic, config), config, clock),
-        config, clock)
+    store = ReplicaTopicStore(replica_manager, topic,
+                              lambda: config("offsets.commit.timeout.ms"))
+    return GroupCoordinator(GroupMetadataManager(store, config, clock), config, clock)

@@ -31,7 +31,10 @@ from odradek.coordinator.group.group import (
     check_member,
 )
 from odradek.coordinator.group.membership import UNKNOWN_MEMBER_ID, GroupMembership
-from odradek.coordinator.group.metadata_manager import GroupMetadataManager
+from odradek.coordinator.group.metadata_manager import (
+    GroupMetadataManager,
+    TransactionalProducer,
+)
 from odradek.coordinator.group.offsets_topic import OffsetAndMetadata
 from odradek.coordinator.group.state import GroupState
 from odradek.protocol.topic_partition import TopicPartition
@@ -159,6 +162,38 @@ class GroupCoordinator:
             member.heartbeat_deadline_ms = self._clock() + member.session_timeout_ms
         self.manager.store_offsets(group, offsets, respond)
 
+    def commit_transactional_offsets(
+            self, *, group_id: str, producer: TransactionalProducer, generation_id: int,
+            member_id: str, group_instance_id: str | None,
+            offsets: dict[TopicPartition, tuple[int, int, str | None]],
+            respond: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+        """TxnOffsetCommit: offsets committed in ``producer``'s transaction, which take
+        effect when it commits. A member of the group is fenced as for OffsetCommit
+        (KIP-447: a zombie of an older generation cannot commit); generation -1 without a
+        member id (producers that do not pass the consumer's group metadata) skips the
+        membership check."""
+        error = self._status(group_id, allow_empty_id=False)
+        group = self.manager.groups.get(group_id)
+        if error is ErrorCode.none and group is None:
+            group = Group(group_id, _S.EMPTY, self._clock())
+            self.manager.groups[group_id] = group
+        if error is ErrorCode.none:
+            if group.is_(_S.DEAD):
+                error = ErrorCode.coordinator_not_available
+            elif generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID \
+                    or group_instance_id is not None:
+                error = check_member(group, generation_id, member_id, group_instance_id)
+        if error is not ErrorCode.none:
+            respond({tp: error for tp in offsets})
+            return
+        self.manager.store_txn_offsets(group, producer, offsets, respond)
+
+    def complete_transaction(self, producer_id: int, partitions: list[int],
+                             commit: bool) -> None:
+        """A transaction marker was written to these ``__consumer_offsets`` partitions."""
+        if self._active:
+            self.manager.complete_transaction(producer_id, partitions, commit)
+
     def _check_commit(self, group: Group, generation_id: int, member_id: str,
                       group_instance_id: str | None) -> ErrorCode:
         """Kafka 4's ``ClassicGroup.validateOffsetCommit``."""
@@ -184,6 +219,11 @@ class GroupCoordinator:
         if error is not ErrorCode.none:
             return error, {}
         return ErrorCode.none, self.manager.fetch_offsets(group_id, partitions)
+
+    def unstable_partitions(self, group_id: str) -> set[TopicPartition]:
+        """Partitions whose offset a transaction not yet ended has committed: OffsetFetch
+        with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for them (KIP-447)."""
+        return self.manager.unstable_partitions(group_id)
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition],
                        respond: Callable[[OffsetDeleteResult], None]) -> None:

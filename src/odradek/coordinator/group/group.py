@@ -209,6 +209,10 @@ class Group:
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     # OffsetCommit writes appended but not completed yet (Kafka's ``pendingOffsetCommits``).
     pending_offset_commits: int = 0
+    # Offsets committed in transactions not ended yet, by producer id (Kafka's
+    # ``pendingTransactionalOffsetCommits``): they take effect at the COMMIT marker.
+    pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(
+        default_factory=dict)
     # Topics the members subscribe to (consumer protocol only); None when unknown.
     subscribed_topics: frozenset[str] | None = None
 
@@ -222,7 +226,12 @@ class Group:
     def has_offsets(self) -> bool:
         """Kafka's ``hasOffsets``: a commit still being written counts, so that an Empty
         group is not removed under it."""
-        return bool(self.offsets) or self.pending_offset_commits > 0
+        return (bool(self.offsets) or self.pending_offset_commits > 0
+                or bool(self.pending_txn_offsets))
+
+    def unstable_partitions(self) -> set[TopicPartition]:
+        """Partitions with an offset committed in a transaction that has not ended."""
+        return {tp for offsets in self.pending_txn_offsets.values() for tp in offsets}
 
     # -- members -------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 
 Every change that must survive a restart is written to the group's partition of
 ``__consumer_offsets`` through an injected :class:`OffsetsStore` (the broker's is
-:class:`~odradek.coordinator.group.storage.ReplicaOffsetsStore`, over the replica manager's
+:class:`~odradek.coordinator.group.storage.ReplicaTopicStore`, over the replica manager's
 append; tests use a list). An append completes through a callback, at once or later
 (acks=all waits for the in-sync replicas), and the in-memory state changes only in that
 callback, on success, as in Kafka's ``storeGroup`` and ``storeOffsets``. At startup each
@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -53,6 +54,39 @@ log = logging.getLogger(__name__)
 
 KeyValue = tuple[bytes, bytes | None]
 
+
+@dataclass(frozen=True, slots=True)
+class TransactionalProducer:
+    """Who writes offsets in a transaction (TxnOffsetCommit): the batch carries its
+    producer id and epoch, and the partition is verified in (or, with ``add``, added to)
+    the transaction of ``transactional_id`` first (KIP-890)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    add: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionalRecord:
+    """A record of ``__consumer_offsets`` written in a producer's transaction: it counts
+    once the producer's COMMIT marker follows."""
+
+    producer_id: int
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionEnd:
+    """A producer's COMMIT or ABORT marker in ``__consumer_offsets``."""
+
+    producer_id: int
+    commit: bool
+
+
+StoredRecord = KeyValue | TransactionalRecord | TransactionEnd
+
 MINUTE_MS = 60_000
 
 
@@ -69,13 +103,15 @@ class OffsetsStore(Protocol):
     def hosted_partitions(self) -> Iterable[int]:
         """The partitions this broker leads."""
 
-    def read(self, partition: int) -> Iterable[KeyValue]:
-        """Every record of the partition, in offset order."""
+    def read(self, partition: int) -> Iterable[StoredRecord]:
+        """Every record of the partition, in offset order, and the transaction markers."""
 
     def append(self, partition: int, records: Sequence[KeyValue],
-               callback: AppendCallback) -> None:
-        """Appends the records as one batch, durably as acks=-1 would, and calls
-        ``callback`` with the outcome, during the call or later. The callbacks of one
+               callback: AppendCallback, producer: TransactionalProducer | None = None
+               ) -> None:
+        """Appends the records as one batch (in ``producer``'s transaction if given),
+        durably as acks=-1 would, and calls ``callback`` with the outcome, during the call
+        or later. The callbacks of one
         partition's appends are called in the order of the appends (the high watermark
         passes them in that order), which the in-memory state relies on."""
 
@@ -154,11 +190,24 @@ class GroupMetadataManager:
     def _load_partition(self, partition: int) -> None:
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         stored_groups: dict[str, StoredGroup | None] = {}
-        for key, value in self._store.read(partition):
+        # Offsets of transactions not ended (yet) where the replay is: producer id ->
+        # group -> offsets.
+        pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        for stored in self._store.read(partition):
+            match stored:
+                case TransactionEnd(producer_id, commit):
+                    for group_id, group_offsets in pending.pop(producer_id, {}).items():
+                        if commit:
+                            offsets.setdefault(group_id, {}).update(group_offsets)
+                    continue
+                case TransactionalRecord(producer_id, key, value):
+                    target = pending.setdefault(producer_id, {})
+                case (key, value):
+                    target = offsets
             try:
                 match decode_key(key):
                     case OffsetKey(group_id, tp):
-                        group_offsets = offsets.setdefault(group_id, {})
+                        group_offsets = target.setdefault(group_id, {})
                         if value is None:
                             group_offsets.pop(tp, None)
                         else:
@@ -168,16 +217,20 @@ class GroupMetadataManager:
                                                    else decode_group_metadata_value(value))
             except (OffsetsRecordError, UnicodeDecodeError) as e:
                 log.warning("__consumer_offsets-%d: skipping a record: %s", partition, e)
+        pending_groups = {group_id for groups in pending.values() for group_id in groups}
         now_ms = self._clock()
-        for group_id in stored_groups.keys() | offsets.keys():
+        for group_id in stored_groups.keys() | offsets.keys() | pending_groups:
             stored = stored_groups.get(group_id)
             group_offsets = offsets.get(group_id, {})
-            if stored is None and not group_offsets:
+            if stored is None and not group_offsets and group_id not in pending_groups:
                 continue
             # Offsets without a group record: a simple group that only commits.
             group = (Group(group_id, GroupState.EMPTY, now_ms) if stored is None
                      else Group.loaded(group_id, stored, now_ms))
             group.offsets = group_offsets
+            group.pending_txn_offsets = {
+                producer_id: groups[group_id] for producer_id, groups in pending.items()
+                if group_id in groups}
             self.groups[group_id] = group
         log.info("loaded __consumer_offsets-%d", partition)
 
@@ -220,15 +273,7 @@ class GroupMetadataManager:
         """Commits (offset, leader epoch, metadata) per partition, all in one batch;
         ``callback`` gets each partition's error. The offsets reach memory, and OffsetFetch,
         once written (Kafka's ``putCacheCallback``)."""
-        now_ms = self._clock()
-        max_metadata = self._config("offset.metadata.max.bytes")
-        errors: dict[TopicPartition, ErrorCode] = {}
-        valid: dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp, (offset, leader_epoch, metadata) in offsets.items():
-            if metadata is not None and len(metadata) > max_metadata:
-                errors[tp] = ErrorCode.offset_metadata_too_large
-            else:
-                valid[tp] = OffsetAndMetadata(offset, leader_epoch, metadata or "", now_ms)
+        valid, errors = self._valid_offsets(offsets)
         if not valid:
             callback(errors)
             return
@@ -243,6 +288,61 @@ class GroupMetadataManager:
         self._append(group.group_id, [(offset_commit_key(group.group_id, tp),
                                        offset_commit_value(o)) for tp, o in valid.items()],
                      stored)
+
+    def store_txn_offsets(self, group: Group, producer: TransactionalProducer,
+                          offsets: dict[TopicPartition, tuple[int, int, str | None]],
+                          callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+        """TxnOffsetCommit: the offsets are written in ``producer``'s transaction and
+        pend until its marker: a COMMIT makes them the group's, an ABORT drops them
+        (:meth:`complete_transaction`)."""
+        valid, errors = self._valid_offsets(offsets)
+        if not valid:
+            callback(errors)
+            return
+
+        def stored(error: ErrorCode) -> None:
+            if error is ErrorCode.none:
+                group.pending_txn_offsets.setdefault(producer.producer_id, {}).update(valid)
+            callback(errors | {tp: offset_store_error(error) for tp in valid})
+
+        partition = self.partition_for(group.group_id)
+        if partition is None:
+            stored(ErrorCode.not_coordinator)
+            return
+        self._store.append(partition, [(offset_commit_key(group.group_id, tp),
+                                        offset_commit_value(o)) for tp, o in valid.items()],
+                           stored, producer)
+
+    def complete_transaction(self, producer_id: int, partitions: Iterable[int],
+                             commit: bool) -> None:
+        """A transaction's marker is in these partitions of ``__consumer_offsets``: the
+        offsets its producer committed in them take effect (COMMIT) or are dropped."""
+        ended = set(partitions) & self._loaded
+        for group in self.groups.values():
+            if self.partition_for(group.group_id) not in ended:
+                continue
+            offsets = group.pending_txn_offsets.pop(producer_id, None)
+            if offsets and commit:
+                group.offsets.update(offsets)
+
+    def unstable_partitions(self, group_id: str) -> set[TopicPartition]:
+        group = self.groups.get(group_id)
+        return group.unstable_partitions() if group is not None else set()
+
+    def _valid_offsets(self, offsets: dict[TopicPartition, tuple[int, int, str | None]]
+                       ) -> tuple[dict[TopicPartition, OffsetAndMetadata],
+                                  dict[TopicPartition, ErrorCode]]:
+        """The offsets to write, and the error of each one refused (metadata too large)."""
+        now_ms = self._clock()
+        max_metadata = self._config("offset.metadata.max.bytes")
+        errors: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, (offset, leader_epoch, metadata) in offsets.items():
+            if metadata is not None and len(metadata) > max_metadata:
+                errors[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                valid[tp] = OffsetAndMetadata(offset, leader_epoch, metadata or "", now_ms)
+        return valid, errors
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
                       ) -> dict[TopicPartition, OffsetAndMetadata | None]:

@@ -86,7 +86,9 @@ def _partition_response(index: int, result: LogReadResult) -> dict:
         "high_watermark": result.high_watermark,
         "last_stable_offset": result.last_stable_offset,
         "log_start_offset": result.log_start_offset,
-        "aborted_transactions": None,
+        "aborted_transactions": None if result.aborted_transactions is None else [
+            {"producer_id": producer_id, "first_offset": first_offset}
+            for producer_id, first_offset in result.aborted_transactions],
         "preferred_read_replica": -1,
         "records": result.records,
     }

@@ -1,13 +1,13 @@
-"""FindCoordinator (key 10): which broker coordinates a group.
+"""FindCoordinator (key 10): which broker coordinates a group or a transactional id.
 
-A group's coordinator is the leader of its partition of ``__consumer_offsets``
-(``offsets_topic.partition_for``). The topic is created by the first FindCoordinator that
-needs it, as Kafka does, with ``offsets.topic.num.partitions`` partitions, replication
-factor ``min(offsets.topic.replication.factor, live brokers)`` and Kafka's topic configs
+A group's coordinator is the leader of its partition of ``__consumer_offsets``, a
+transactional id's the leader of its partition of ``__transaction_state`` (both chosen by
+``offsets_topic.partition_for``, Kafka's hash). Each topic is created by the first
+FindCoordinator that needs it, as Kafka does, with its own partition count, replication
+factor (``min(<topic>.replication.factor, live brokers)``) and Kafka's topic configs
 (compacted; see ``AutoTopicCreationManager``). The coordinator is described by its endpoint
 on the client's listener; a leader without that listener is COORDINATOR_NOT_AVAILABLE, as
-from Kafka. From v4 one request asks for a batch of keys (KIP-699). Transaction coordinators
-(key type 1) are not served yet: COORDINATOR_NOT_AVAILABLE.
+from Kafka. From v4 one request asks for a batch of keys (KIP-699).
 """
 
 from __future__ import annotations
@@ -43,10 +43,11 @@ async def handle_find_coordinator(ctx: RequestContext, request, metadata: Metada
 async def _find(ctx: RequestContext, metadata: MetadataStore,
                 auto_topic_creation: AutoTopicCreationManager, key_type: int, key: str) -> dict:
     if key_type == TRANSACTION_KEY_TYPE:
-        return _error(key, ErrorCode.coordinator_not_available)
-    if key_type != GROUP_KEY_TYPE:
+        topic = await auto_topic_creation.transaction_state_topic()
+    elif key_type == GROUP_KEY_TYPE:
+        topic = await auto_topic_creation.offsets_topic()
+    else:
         return _error(key, ErrorCode.invalid_request, f"Unknown coordinator type {key_type}")
-    topic = await auto_topic_creation.offsets_topic()
     if topic is None or not topic.partitions:
         return _error(key, ErrorCode.coordinator_not_available)
     leader_id = topic.partitions[partition_for(key, len(topic.partitions))].leader

@@ -1,11 +1,15 @@
-"""InitProducerId (key 22): a producer id and epoch for an idempotent producer (KIP-98).
+"""InitProducerId (key 22): a producer id and epoch for an idempotent or transactional
+producer (KIP-98).
 
 Every id comes from the metadata store, in blocks reserved durably, so no id is handed out
 twice, restarts included. As in Kafka's ``TransactionCoordinator.handleInitProducerId``, a
 request without a transactional id always gets a fresh id at epoch 0, even when it carries
 its current id and epoch (v3+, KIP-360): an idempotent producer bumps its epoch itself, and
-the broker's producer state accepts the higher epoch at sequence 0. Only transactional ids
-have an epoch the broker bumps, and those wait for the transaction coordinator.
+the broker's producer state accepts the higher epoch at sequence 0. A transactional id goes
+to its transaction coordinator (this broker must lead the id's partition of
+``__transaction_state``), which keeps one producer id per transactional id and bumps its
+epoch at every InitProducerId, fencing the previous instance of the producer (a zombie), and
+aborting the transaction it left open.
 """
 
 from __future__ import annotations
@@ -14,17 +18,23 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
+from odradek.coordinator.transaction import TransactionCoordinator
 from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
+from odradek.protocol.messages import millis
 from odradek.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
+from odradek.server.handlers.producer_fenced import fenced_as_known
+
+PRODUCER_FENCED_MIN_VERSION = 4  # KIP-588
 
 log = logging.getLogger(__name__)
 
 
 @handles(ApiKey.INIT_PRODUCER_ID)
-async def handle_init_producer_id(ctx: RequestContext, request,
-                                  metadata: MetadataStore) -> object:
+async def handle_init_producer_id(ctx: RequestContext, request, metadata: MetadataStore,
+                                  transaction_coordinator: TransactionCoordinator) -> object:
     # v3+ (KIP-360): an id without an epoch, or an epoch without an id, is malformed
     # (KafkaApis.handleInitProducerIdRequest).
     producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
@@ -34,11 +44,16 @@ async def handle_init_producer_id(ctx: RequestContext, request,
     if request.transactional_id == "":
         return _error(ctx, ErrorCode.invalid_request)  # Kafka: empty is not null
     if request.transactional_id is not None:
-        # No transaction coordinator runs here yet. Kafka answers a transactional id whose
-        # coordinator is not active with COORDINATOR_NOT_AVAILABLE; clients retry after a
-        # FindCoordinator, which this broker does not serve, so they fail with a clear
-        # "unsupported" error instead of a misleading authorization failure.
-        return _error(ctx, ErrorCode.coordinator_not_available)
+        completion: Completion[tuple[ErrorCode, int, int]] = Completion()
+        transaction_coordinator.init_producer_id(
+            request.transactional_id, millis(request.transaction_timeout), producer_id,
+            producer_epoch, lambda error, pid, epoch: completion((error, pid, epoch)))
+        error, new_producer_id, new_epoch = await completion.wait()
+        error = fenced_as_known(error, ctx.api_version, PRODUCER_FENCED_MIN_VERSION)
+        if error is not ErrorCode.none:
+            return _error(ctx, error)
+        return ctx.respond(error_code=error, producer_id=new_producer_id,
+                           producer_epoch=new_epoch)
     try:
         new_producer_id = await metadata.generate_producer_id()
     except OSError as e:

@@ -26,18 +26,7 @@ NO_LEADER_EPOCH = -1
 @handles(ApiKey.OFFSET_COMMIT)
 def handle_offset_commit(ctx: RequestContext, request, metadata: MetadataStore,
                          group_coordinator: GroupCoordinator) -> object:
-    offsets: dict[TopicPartition, tuple[int, int, str | None]] = {}
-    errors: dict[TopicPartition, ErrorCode] = {}
-    for topic in request.topics:
-        known = metadata.topic(topic.name)
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, p.partition_index)
-            if known is None or not 0 <= p.partition_index < len(known.partitions):
-                errors[tp] = ErrorCode.unknown_topic_or_partition
-            else:
-                offsets[tp] = (p.committed_offset,
-                               getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH),
-                               p.committed_metadata)
+    offsets, errors = requested_offsets(request.topics, metadata)
     committed: Completion[dict[TopicPartition, ErrorCode]] = Completion()
     if offsets:
         group_coordinator.commit_offsets(
@@ -49,10 +38,32 @@ def handle_offset_commit(ctx: RequestContext, request, metadata: MetadataStore,
             respond=committed)
     else:
         committed({})
-    return committed.then(lambda commit_errors: _response(ctx, request, errors | commit_errors))
+    return committed.then(lambda commit_errors: commit_response(ctx, request,
+                                                                errors | commit_errors))
 
 
-def _response(ctx: RequestContext, request, errors: dict[TopicPartition, ErrorCode]) -> object:
+def requested_offsets(topics, metadata: MetadataStore
+                      ) -> tuple[dict[TopicPartition, tuple[int, int, str | None]],
+                                 dict[TopicPartition, ErrorCode]]:
+    """(offset, leader epoch, metadata) of each partition to commit, and the error of each
+    partition of an unknown topic (OffsetCommit's and TxnOffsetCommit's topics)."""
+    offsets: dict[TopicPartition, tuple[int, int, str | None]] = {}
+    errors: dict[TopicPartition, ErrorCode] = {}
+    for topic in topics:
+        known = metadata.topic(topic.name)
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            if known is None or not 0 <= p.partition_index < len(known.partitions):
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+            else:
+                offsets[tp] = (p.committed_offset,
+                               getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH),
+                               p.committed_metadata)
+    return offsets, errors
+
+
+def commit_response(ctx: RequestContext, request,
+                    errors: dict[TopicPartition, ErrorCode]) -> object:
     return ctx.respond(topics=[
         {"name": topic.name, "partitions": [
             {"partition_index": p.partition_index,

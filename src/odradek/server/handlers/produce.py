@@ -5,18 +5,27 @@ on compacted topics, record timestamps when the topic bounds them; each refused 
 named, KIP-467), checked against the producer state for idempotent producers (KIP-98) and
 appended as received, stamped with its offsets (DESIGN.md decision 3). acks=0 gets no
 response; acks=1 is answered once the leader has the batch; acks=-1 once every in-sync
-replica has it, or REQUEST_TIMED_OUT at the request's ``timeout_ms``.
+replica has it, or REQUEST_TIMED_OUT at the request's ``timeout_ms``. A transactional
+batch that starts its producer's transaction in a partition waits until the transaction
+coordinator has confirmed (or, from v12, added) the partition (KIP-890).
 """
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
+from odradek.protocol.records import starts_transactional
 from odradek.protocol.topic_partition import TopicPartition
 from odradek.replication.delayed_produce import ProducePartitionResult
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
+
+# From v12 (transactions v2, KIP-890) a transactional write adds its partition to the
+# transaction: the client sends no AddPartitionsToTxn.
+IMPLICIT_ADD_PARTITIONS_VERSION = 12
 
 # Kafka lets only its admin tools write to internal topics (ReplicaManager.appendToLocalLog).
 ADMIN_CLIENT_ID = "__admin_client"
@@ -26,10 +35,21 @@ ADMIN_CLIENT_ID = "__admin_client"
 def handle_produce(ctx: RequestContext, request, replica_manager: ReplicaManager) -> object:
     entries = {TopicPartition(topic.name, data.index): data.records
                for topic in request.topic_data for data in topic.partition_data}
+    if request.transactional_id is None and any(
+            records is not None and starts_transactional(records) for records in entries.values()):
+        # Kafka's KafkaApis: transactional records need a transactional id (its authorization
+        # is checked here too once there are ACLs); the whole request is refused.
+        if request.acks == 0:
+            return None
+        refused = ProducePartitionResult()
+        refused.fail(ErrorCode.transactional_id_authorization_failed)
+        return _response(ctx, request, dict.fromkeys(entries, refused))
     completion: Completion[dict[TopicPartition, ProducePartitionResult]] = Completion()
     replica_manager.append_records(
-        entries, acks=request.acks, timeout_ms=millis(request.timeout), respond=completion, internal_topics_allowed=ctx.client_id == ADMIN_CLIENT_ID,
-        produce_version=ctx.api_version)
+        entries, acks=request.acks, timeout_ms=millis(request.timeout), respond=completion,
+        internal_topics_allowed=ctx.client_id == ADMIN_CLIENT_ID,
+        produce_version=ctx.api_version, transactional_id=request.transactional_id,
+        add_to_transaction=ctx.api_version >= IMPLICIT_ADD_PARTITIONS_VERSION)
     if request.acks == 0:
         return None  # the log flusher task fsyncs what flush.messages asks for
     return completion.then(lambda results: _response(ctx, request, results))

@@ -1,0 +1,39 @@
+"""DescribeTransactions (key 65): the state of transactional ids this broker coordinates
+(KIP-664), for ``odradek transactions describe`` and Kafka's ``kafka-transactions.sh``.
+
+Each id gets its state as Kafka's tools name it ("Ongoing", "PrepareCommit", ...), producer
+id and epoch, timeout, when its transaction started and the partitions in it; an id
+coordinated elsewhere gets NOT_COORDINATOR, an unknown one TRANSACTIONAL_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from odradek.coordinator.transaction import TransactionCoordinator
+from odradek.protocol.api import ApiKey
+from odradek.server.handlers import RequestContext, handles
+
+
+@handles(ApiKey.DESCRIBE_TRANSACTIONS)
+def handle_describe_transactions(ctx: RequestContext, request,
+                                 transaction_coordinator: TransactionCoordinator) -> object:
+    described = transaction_coordinator.describe_transactions(list(request.transactional_ids))
+    return ctx.respond(transaction_states=[_state(d) for d in described])
+
+
+def _state(d) -> dict:
+    if d.error is not ErrorCode.none:
+        # Kafka leaves every other field at its default (0) in an error entry.
+        return {"error_code": d.error, "transactional_id": d.transactional_id,
+                "transaction_state": "", "transaction_timeout": 0, "transaction_start_time": 0,
+                "producer_id": 0, "producer_epoch": 0, "topics": []}
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(d.topic_partitions):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return {"error_code": d.error, "transactional_id": d.transactional_id,
+            "transaction_state": d.state, "transaction_timeout": d.transaction_timeout_ms,
+            "transaction_start_time": d.transaction_start_time_ms,
+            "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
+            "topics": [{"topic": topic, "partitions": partitions}
+                       for topic, partitions in by_topic.items()]}

@@ -1,0 +1,1 @@
+from transaction_harness import txns  # noqa: F401  (the fixture)
