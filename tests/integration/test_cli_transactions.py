@@ -320,17 +320,13 @@ def test_an_unknown_partition_is_one_error_line(cli, hanging):
     assert_one_error_line(result, f"topic '{TOPIC}' has no partition 7 (it has 2)")
 
 
-@pytest.mark.parametrize("command", [
-    ["list"],
-    ["describe", TRANSACTIONAL_ID],
-    ["describe-producers", "--topic", TOPIC, "--partition", "0"],
-    ["abort", "--topic", TOPIC, "--partition", "0", "--start-offset", "0"],
-], ids=lambda command: command[0])
-def test_an_unreachable_broker_is_one_error_line_within_seconds(command):
+def test_an_unreachable_broker_is_one_error_line_within_seconds():
+    """Every subcommand reaches the cluster through the same bootstrap, so one stands for
+    all (each waits out the client's bootstrap timeout)."""
     address = f"127.0.0.1:{closed_port()}"
 
     started = time.monotonic()
-    result = odradek("transactions", *command, "-b", address)
+    result = odradek("transactions", "list", "-b", address)
 
     assert time.monotonic() - started < UNREACHABLE_REPORTED_WITHIN_SECONDS
     assert_one_error_line(result, f"cannot reach a broker at {address}")
