@@ -6,6 +6,7 @@ tuple's hash and equality are computed in C.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 
@@ -15,3 +16,12 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+def partitions_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """Topic -> its partitions' indexes, both in order: the shape of most requests'
+    topic lists (``{"t": [0, 2]}`` for t-2 and t-0)."""
+    grouped: dict[str, list[int]] = {}
+    for tp in sorted(partitions):
+        grouped.setdefault(tp.topic, []).append(tp.partition)
+    return grouped

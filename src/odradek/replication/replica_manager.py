@@ -327,12 +327,15 @@ class ReplicaManager:
     def _append_verified(self, entries: Mapping[TopicPartition, bytes | bytearray],
                          guards: dict[TopicPartition, tuple[bytes | bytearray,
                                                            VerificationGuard]],
-                         errors: dict[TopicPartition, ErrorCode], **kwargs: Any) -> None:
+                         errors: dict[TopicPartition, ErrorCode], *,
+                         respond: Callable[[dict[TopicPartition, ProducePartitionResult]], None],
+                         **kwargs: Any) -> None:
+        """Appends what the coordinator verified, with its guards; answers the rest with
+        the verification's error, all in one response."""
         refused = {tp: _VERIFICATION_ERRORS.get(error, error) for tp, error in errors.items()
                    if error is not ErrorCode.none and tp in guards}
         for tp in guards.keys() - errors.keys():
             refused[tp] = ErrorCode.invalid_txn_state  # the coordinator did not answer for it
-        respond = kwargs.pop("respond")
         accepted = {tp: records for tp, records in entries.items() if tp not in refused}
 
         def merged(results: dict[TopicPartition, ProducePartitionResult]) -> None:

@@ -126,6 +126,8 @@ class Broker:
         self.bound_ports: dict[str, int] = {}
         self._background: list[asyncio.Task[None]] = []
         self._id_requests: set[asyncio.Task[None]] = set()
+        # The marker channel's and the verifier's connections to other brokers (a cluster).
+        self._transaction_connections: BrokerConnections | None = None
 
     def _topic(self, name: str) -> TopicMetadata | None:
         return self.metadata.topic(name) if self.metadata else None
@@ -191,6 +193,8 @@ class Broker:
         for closing in (self.marker_channel, self.transaction_verifier):
             if closing is not None:
                 await closing.close()
+        if self._transaction_connections is not None:
+            self._transaction_connections.close_all()
         await self._socket_server.close_connections(SHUTDOWN_DRAIN_SECONDS)
         if (cleaner := getattr(self, "_cleaner", None)) is not None:
             await asyncio.to_thread(cleaner.close)  # the worker process, after its round
@@ -243,9 +247,9 @@ class Broker:
         """The marker channel and the transaction verifier, once the metadata store is
         open; in a cluster they reach other brokers on connections of their own, so that
         markers never queue behind a follower's long poll."""
-        connections = None
+        connections = self._transaction_connections = None
         if self.controller is not None:
-            connections = BrokerConnections(
+            connections = self._transaction_connections = BrokerConnections(
                 client_id=f"broker-{self.node_id}-transactions",
                 connect_timeout_s=self.config.get("replica.socket.timeout.ms") / 1000)
         self.marker_channel = TransactionMarkerChannel(

@@ -148,6 +148,9 @@ class GroupMetadataManager:
         self.groups: dict[str, Group] = {}
         self._partition_count: int | None = None
         self._loaded: set[int] = set()
+        # Producer id -> the groups holding its pending transactional offsets (Kafka's
+        # ``openGroupsForProducer``), so that a marker touches those groups only.
+        self._groups_of_producer: dict[int, set[str]] = {}
 
     # -- ownership -------------------------------------------------------------------------
 
@@ -231,6 +234,8 @@ class GroupMetadataManager:
             group.pending_txn_offsets = {
                 producer_id: groups[group_id] for producer_id, groups in pending.items()
                 if group_id in groups}
+            for producer_id in group.pending_txn_offsets:
+                self._groups_of_producer.setdefault(producer_id, set()).add(group_id)
             self.groups[group_id] = group
         log.info("loaded __consumer_offsets-%d", partition)
 
@@ -303,6 +308,8 @@ class GroupMetadataManager:
         def stored(error: ErrorCode) -> None:
             if error is ErrorCode.none:
                 group.pending_txn_offsets.setdefault(producer.producer_id, {}).update(valid)
+                self._groups_of_producer.setdefault(producer.producer_id, set()).add(
+                    group.group_id)
             callback(errors | {tp: offset_store_error(error) for tp in valid})
 
         partition = self.partition_for(group.group_id)
@@ -318,12 +325,15 @@ class GroupMetadataManager:
         """A transaction's marker is in these partitions of ``__consumer_offsets``: the
         offsets its producer committed in them take effect (COMMIT) or are dropped."""
         ended = set(partitions) & self._loaded
-        for group in self.groups.values():
-            if self.partition_for(group.group_id) not in ended:
-                continue
-            offsets = group.pending_txn_offsets.pop(producer_id, None)
+        waiting = self._groups_of_producer.get(producer_id, set())
+        for group_id in [g for g in waiting if self.partition_for(g) in ended]:
+            waiting.discard(group_id)
+            group = self.groups.get(group_id)
+            offsets = group.pending_txn_offsets.pop(producer_id, None) if group else None
             if offsets and commit:
                 group.offsets.update(offsets)
+        if not waiting:
+            self._groups_of_producer.pop(producer_id, None)
 
     def unstable_partitions(self, group_id: str) -> set[TopicPartition]:
         group = self.groups.get(group_id)
@@ -414,6 +424,8 @@ class GroupMetadataManager:
     def _forget(self, group: Group) -> None:
         group.transition(GroupEvent.GROUP_REMOVED, self._clock())
         self.groups.pop(group.group_id, None)
+        for producer_id in group.pending_txn_offsets:
+            self._groups_of_producer.get(producer_id, set()).discard(group.group_id)
 
     # -- retention and deleted topics ------------------------------------------------------
 

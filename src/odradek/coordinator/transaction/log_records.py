@@ -53,8 +53,7 @@ t-0, started and last updated at ms 1000, client transaction version 2::
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
-from itertools import groupby
+from collections.abc import Callable
 from typing import Any
 
 from odradek.coordinator.group import offsets_topic
@@ -64,7 +63,7 @@ from odradek.coordinator.transaction.metadata import (
     TransactionState,
     TxnTransitMetadata,
 )
-from odradek.protocol.topic_partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition, partitions_by_topic
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 
@@ -147,12 +146,6 @@ def transaction_log_key(transactional_id: str) -> bytes:
     return bytes(_Writer(TRANSACTION_LOG_KEY_VERSION).string(transactional_id).out)
 
 
-def _by_topic(partitions: Iterable[TopicPartition]) -> list[tuple[str, list[int]]]:
-    ordered = sorted(partitions)
-    return [(topic, [tp.partition for tp in group])
-            for topic, group in groupby(ordered, key=lambda tp: tp.topic)]
-
-
 def transaction_log_value(transit: TxnTransitMetadata) -> bytes:
     """TransactionLogValue version 1 (Kafka's ``TransactionLog.valueToBytes``)."""
     if transit.state is TransactionState.EMPTY and transit.topic_partitions:
@@ -163,7 +156,7 @@ def transaction_log_value(transit: TxnTransitMetadata) -> bytes:
     if transit.state is TransactionState.EMPTY:
         writer.uvarint(0)  # null
     else:
-        topics = _by_topic(transit.topic_partitions)
+        topics = partitions_by_topic(transit.topic_partitions).items()
         writer.uvarint(len(topics) + 1)
         for topic, partition_ids in topics:
             writer.compact_string(topic).uvarint(len(partition_ids) + 1)

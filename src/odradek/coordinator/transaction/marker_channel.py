@@ -38,7 +38,7 @@ from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey, request_class
 from odradek.protocol.control_records import build_end_txn_marker
 from odradek.protocol.messages import build
-from odradek.protocol.topic_partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition, partitions_by_topic
 from odradek.replication.replica_manager import ReplicaManager
 
 logger = logging.getLogger(__name__)
@@ -171,16 +171,14 @@ class TransactionMarkerChannel:
         endpoint = self._endpoint(leader)
         if endpoint is None or self._connections is None:
             return unavailable
-        by_topic: dict[str, list[int]] = {}
-        for tp in marker.partitions:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
         request = build(
             request_class(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION),
             markers=[{"producer_id": marker.producer_id, "producer_epoch": marker.producer_epoch,
                       "transaction_result": marker.commit,
                       "coordinator_epoch": marker.coordinator_epoch,
                       "topics": [{"name": topic, "partition_indexes": partitions}
-                                 for topic, partitions in by_topic.items()]}])
+                                 for topic, partitions in
+                                 partitions_by_topic(marker.partitions).items()]}])
         try:
             connection = await self._connections.get(leader, *endpoint)
             response = await connection.send(request, timeout_s=REQUEST_TIMEOUT_S)

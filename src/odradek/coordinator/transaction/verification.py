@@ -27,7 +27,7 @@ from odradek.coordinator.transaction.log_records import TRANSACTION_STATE_TOPIC,
 from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey, request_class
 from odradek.protocol.messages import build
-from odradek.protocol.topic_partition import TopicPartition
+from odradek.protocol.topic_partition import TopicPartition, partitions_by_topic
 
 logger = logging.getLogger(__name__)
 
@@ -80,15 +80,13 @@ class TransactionVerifier:
         if endpoint is None or self._connections is None:
             callback(errors)
             return
-        by_topic: dict[str, list[int]] = {}
-        for tp in partitions:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
         request = build(
             request_class(ApiKey.ADD_PARTITIONS_TO_TXN, ADD_PARTITIONS_TO_TXN_BROKER_VERSION),
             transactions=[{"transactional_id": transactional_id, "producer_id": producer_id,
                            "producer_epoch": producer_epoch, "verify_only": not add,
                            "topics": [{"name": topic, "partitions": indexes}
-                                      for topic, indexes in by_topic.items()]}])
+                                      for topic, indexes in
+                                      partitions_by_topic(partitions).items()]}])
         try:
             connection = await self._connections.get(leader, *endpoint)
             response = await connection.send(request, timeout_s=REQUEST_TIMEOUT_S)

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.coordinator.transaction import TransactionCoordinator
 from odradek.protocol.api import ApiKey
+from odradek.protocol.topic_partition import partitions_by_topic
 from odradek.server.handlers import RequestContext, handles
 
 
@@ -28,12 +29,10 @@ def _state(d) -> dict:
         return {"error_code": d.error, "transactional_id": d.transactional_id,
                 "transaction_state": "", "transaction_timeout": 0, "transaction_start_time": 0,
                 "producer_id": 0, "producer_epoch": 0, "topics": []}
-    by_topic: dict[str, list[int]] = {}
-    for tp in sorted(d.topic_partitions):
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
     return {"error_code": d.error, "transactional_id": d.transactional_id,
             "transaction_state": d.state, "transaction_timeout": d.transaction_timeout_ms,
             "transaction_start_time": d.transaction_start_time_ms,
             "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
             "topics": [{"topic": topic, "partitions": partitions}
-                       for topic, partitions in by_topic.items()]}
+                       for topic, partitions in
+                       partitions_by_topic(d.topic_partitions).items()]}
