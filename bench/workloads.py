@@ -10,6 +10,7 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
@@ -93,14 +94,24 @@ def make_payloads(count: int, size: int) -> list[bytes]:
     return [blob[i : i + size] for i in range(0, count * size, size)]
 
 
+# Where the workloads connect: a bootstrap address, or a librdkafka configuration holding
+# ``bootstrap.servers`` and the listener's security settings (TLS, SASL: bench.security).
+Bootstrap = str | Mapping[str, str]
+
+
+def connection(bootstrap: Bootstrap) -> dict[str, str]:
+    """The librdkafka settings that reach ``bootstrap``."""
+    return {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
+
+
 def unique_topic(kind: str) -> str:
     return f"bench-{kind}-{uuid.uuid4().hex[:8]}"
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0,
+def create_topic(bootstrap: Bootstrap, topic: str, partitions: int, timeout: float = 30.0,
                  replication_factor: int = 1) -> None:
     """CreateTopics, then wait until every partition has a leader."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(connection(bootstrap))
     futures = admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
         operation_timeout=timeout,
@@ -156,15 +167,15 @@ def _produce_blocking(produce, poll, topic: str, value: bytes) -> int:
             poll(0.001)
 
 
-def _producer(bootstrap: str, settings: dict) -> tuple[Producer, _Errors]:
+def _producer(bootstrap: Bootstrap, settings: dict) -> tuple[Producer, _Errors]:
     """A producer with ``settings`` whose delivery and client errors are collected."""
     errors = _Errors()
-    producer = Producer({"bootstrap.servers": bootstrap, **settings,
+    producer = Producer({**connection(bootstrap), **settings,
                          "on_delivery": errors.on_delivery, "error_cb": errors.on_error})
     return producer, errors
 
 
-def produce_throughput(bootstrap: str, s: Settings, payloads: list[bytes],
+def produce_throughput(bootstrap: Bootstrap, s: Settings, payloads: list[bytes],
                        replication_factor: int = 1, acks: int = 1) -> dict:
     """``payloads`` into a new topic of ``s.partitions`` partitions with THROUGHPUT_PRODUCER,
     whose ``acks`` (-1: all) may be overridden; for the replicated cluster (bench.cluster)."""
@@ -208,11 +219,11 @@ def produce_throughput(bootstrap: str, s: Settings, payloads: list[bytes],
     }
 
 
-def consume_throughput(bootstrap: str, s: Settings, topic: str, expected: int) -> dict:
+def consume_throughput(bootstrap: Bootstrap, s: Settings, topic: str, expected: int) -> dict:
     errors = _Errors()
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **connection(bootstrap),
             "group.id": _group_id(),
             **THROUGHPUT_CONSUMER,
             "error_cb": errors.on_error,
@@ -285,12 +296,12 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 
 class _LatencyConsumer(threading.Thread):
-    def __init__(self, bootstrap: str, topic: str, partitions: int):
+    def __init__(self, bootstrap: Bootstrap, topic: str, partitions: int):
         super().__init__(name="latency-consumer", daemon=True)
         self.errors = _Errors()
         self.consumer = Consumer(
             {
-                "bootstrap.servers": bootstrap,
+                **connection(bootstrap),
                 "group.id": _group_id(),
                 **LATENCY_CONSUMER,
                 "error_cb": self.errors.on_error,
@@ -328,7 +339,7 @@ class _LatencyConsumer(threading.Thread):
             self.consumer.close()
 
 
-def end_to_end_latency(bootstrap: str, s: Settings) -> dict:
+def end_to_end_latency(bootstrap: Bootstrap, s: Settings) -> dict:
     topic = unique_topic("latency")
     create_topic(bootstrap, topic, s.partitions)
     producer, errors = _producer(bootstrap, LATENCY_PRODUCER)

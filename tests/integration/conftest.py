@@ -130,16 +130,19 @@ class Client:
         return None
 
     def produce(self, bootstrap: str, topic: str, records: Sequence[Mapping], *,
-                compression: str | None = None) -> list[Delivered] | None:
+                compression: str | None = None,
+                security: Mapping[str, Any] | None = None) -> list[Delivered] | None:
         """Sends ``records`` in order and waits for all to be acknowledged; raises the
-        client's own error for the first that failed."""
+        client's own error for the first that failed. ``security`` holds the client's own
+        connection settings (TLS, SASL), in its own names, given to it as they are."""
         raise NotImplementedError
 
     def consume(self, bootstrap: str, topic: str, count: int, *, partitions: Sequence[int] = (0,),
                 start: Start = "earliest", start_timestamp: int | None = None,
                 config: Mapping[str, int | str] | None = None,
                 when_positioned: Callable[[], None] | None = None,
-                timeout: float = TIMEOUT_SECONDS) -> list[Consumed]:
+                timeout: float = TIMEOUT_SECONDS,
+                security: Mapping[str, Any] | None = None) -> list[Consumed]:
         """Assigns ``partitions`` at ``start`` (or the first offset at ``start_timestamp``,
         found with the client's offsets-for-times) and returns the first ``count`` records.
 
@@ -183,9 +186,10 @@ def _librdkafka_configs(config: Mapping[str, int | str] | None) -> dict[str, int
 class ConfluentKafka(Client):
     name = "confluent-kafka"
 
-    def produce(self, bootstrap, topic, records, *, compression=None):
+    def produce(self, bootstrap, topic, records, *, compression=None, security=None):
         producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap,
-                                             "compression.type": compression or "none"})
+                                             "compression.type": compression or "none",
+                                             **(security or {})})
         reports: list[Delivered | None] = [None] * len(records)
         errors: list[confluent_kafka.KafkaError] = []
 
@@ -211,13 +215,15 @@ class ConfluentKafka(Client):
         return reports
 
     def consume(self, bootstrap, topic, count, *, partitions=(0,), start="earliest",
-                start_timestamp=None, config=None, when_positioned=None, timeout=TIMEOUT_SECONDS):
+                start_timestamp=None, config=None, when_positioned=None, timeout=TIMEOUT_SECONDS,
+                security=None):
         consumer = confluent_kafka.Consumer({
             "bootstrap.servers": bootstrap,
             "group.id": "odradek-integration",  # required by the client; only assign is used
             "enable.auto.commit": False,
             "enable.partition.eof": True,  # tells when a consumer at "latest" is in place
             **_librdkafka_configs(config),
+            **(security or {}),
         })
         deadline = time.monotonic() + timeout
         got: list[Consumed] = []
@@ -289,8 +295,9 @@ class KafkaPython(Client):
         return (f"kafka-python {kafka.__version__} has no {codec} codec without the "
                 f"{library} package (it does not use cramjam), which is not installed")
 
-    def produce(self, bootstrap, topic, records, *, compression=None):
-        producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, compression_type=compression)
+    def produce(self, bootstrap, topic, records, *, compression=None, security=None):
+        producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, compression_type=compression,
+                                       **(security or {}))
         try:
             futures = [
                 producer.send(topic, value=record["value"], key=record.get("key"),
@@ -306,9 +313,10 @@ class KafkaPython(Client):
             producer.close(timeout=5)
 
     def consume(self, bootstrap, topic, count, *, partitions=(0,), start="earliest",
-                start_timestamp=None, config=None, when_positioned=None, timeout=TIMEOUT_SECONDS):
+                start_timestamp=None, config=None, when_positioned=None, timeout=TIMEOUT_SECONDS,
+                security=None):
         consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                       **_python_configs(config))
+                                       **_python_configs(config), **(security or {}))
         deadline = time.monotonic() + timeout
         got: list[Consumed] = []
         try:
@@ -354,13 +362,14 @@ class AioKafka(Client):
 
     name = "aiokafka"
 
-    def produce(self, bootstrap, topic, records, *, compression=None):
-        return asyncio.run(self._produce(bootstrap, topic, records, compression))
+    def produce(self, bootstrap, topic, records, *, compression=None, security=None):
+        return asyncio.run(self._produce(bootstrap, topic, records, compression, security))
 
-    async def _produce(self, bootstrap, topic, records, compression):
+    async def _produce(self, bootstrap, topic, records, compression, security):
         producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap,
                                              compression_type=compression,
-                                             request_timeout_ms=int(TIMEOUT_SECONDS * 1000))
+                                             request_timeout_ms=int(TIMEOUT_SECONDS * 1000),
+                                             **(security or {}))
         await producer.start()
         try:
             futures = [
@@ -377,15 +386,17 @@ class AioKafka(Client):
                 for m in sent]
 
     def consume(self, bootstrap, topic, count, *, partitions=(0,), start="earliest",
-                start_timestamp=None, config=None, when_positioned=None, timeout=TIMEOUT_SECONDS):
+                start_timestamp=None, config=None, when_positioned=None, timeout=TIMEOUT_SECONDS,
+                security=None):
         return asyncio.run(self._consume(bootstrap, topic, count, partitions, start,
-                                         start_timestamp, config, when_positioned, timeout))
+                                         start_timestamp, config, when_positioned, timeout,
+                                         security))
 
     async def _consume(self, bootstrap, topic, count, partitions, start, start_timestamp, config,
-                       when_positioned, timeout):
+                       when_positioned, timeout, security):
         consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap,
                                              enable_auto_commit=False,
-                                             **_python_configs(config))
+                                             **_python_configs(config), **(security or {}))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         got: list[Consumed] = []
@@ -442,6 +453,12 @@ _KCAT_TIMESTAMP_TYPES = {"create": TimestampType.CREATE_TIME,
                          "logappend": TimestampType.LOG_APPEND_TIME}
 
 
+def _kcat_properties(properties: Mapping[str, Any] | None) -> list[str]:
+    """librdkafka properties as kcat's -X options."""
+    return [option for name, value in (properties or {}).items()
+            for option in ("-X", f"{name}={value}")]
+
+
 def _kcat_bytes(text: str | None) -> bytes | None:
     return None if text is None else text.encode()
 
@@ -457,7 +474,7 @@ class Kcat(Client):
     sets_timestamps = False  # kcat -P has no option for a record's timestamp
     reports_deliveries = False  # kcat prints nothing per delivered record
 
-    def produce(self, bootstrap, topic, records, *, compression=None):
+    def produce(self, bootstrap, topic, records, *, compression=None, security=None):
         def run_options(record: Mapping) -> tuple:
             key, value = record.get("key"), record["value"]
             if (key is None and value == b"") or (key == b"" and value is None):
@@ -477,6 +494,7 @@ class Kcat(Client):
             command += ["-z", compression] if compression else []
             for name, value in headers:
                 command += ["-H", name if value is None else f"{name}={value.decode()}"]
+            command += _kcat_properties(security)
             self.run(bootstrap, *command, stdin=b"".join(
                 (record["key"] + _KCAT_KEY_END if keyed else b"") + (record["value"] or b"")
                 + _KCAT_RECORD_END for record in run))
@@ -491,7 +509,8 @@ class Kcat(Client):
         return done.stdout.decode()
 
     def consume(self, bootstrap, topic, count, *, partitions=(0,), start="earliest",
-                start_timestamp=None, config=None, when_positioned=None, timeout=TIMEOUT_SECONDS):
+                start_timestamp=None, config=None, when_positioned=None, timeout=TIMEOUT_SECONDS,
+                security=None):
         """One partition is ``-p``; several mean every partition of the topic (kcat's
         default), which the caller must be asking for."""
         if start_timestamp is not None:
@@ -501,8 +520,7 @@ class Kcat(Client):
         command = ["kcat", "-b", bootstrap, "-C", "-J", "-t", topic, "-o", offset,
                    "-c", str(count)]
         command += ["-p", str(partitions[0])] if len(partitions) == 1 else []
-        for name, value in _librdkafka_configs(config).items():
-            command += ["-X", f"{name}={value}"]
+        command += _kcat_properties({**_librdkafka_configs(config), **(security or {})})
         # -e ends the run at the end of the partitions; a test waiting for new records
         # (when_positioned) needs kcat to keep consuming until -c records came.
         command += [] if when_positioned else ["-e"]

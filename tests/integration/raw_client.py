@@ -32,6 +32,8 @@ INIT_PRODUCER_ID_VERSION = 5
 FIND_COORDINATOR_VERSION = 4  # the first with a batch of keys (KIP-699)
 FETCH_VERSION = 12
 LIST_OFFSETS_VERSION = 7
+# The replica id of a Fetch or ListOffsets that a client, not a follower, sends.
+CONSUMER_REPLICA_ID = -1
 # Big enough for every batch a test writes to one partition.
 FETCH_MAX_BYTES = 1024 * 1024
 TRANSACTIONAL_KEY_TYPE = 1  # FindCoordinator's key type of a transactional id
@@ -78,6 +80,15 @@ class RawClient:
         response, _ = entity_reader(response_cls)(frame, offset)
         return response
 
+    def authenticate_plain(self, username: str, password: str) -> None:
+        """SASL/PLAIN on a SASL listener: SaslHandshake v1, then the credentials in one
+        SaslAuthenticate (KIP-152), as clients authenticate; raises if refused."""
+        handshake = self.request(ApiKey.SASL_HANDSHAKE, 1, mechanism="PLAIN")
+        assert handshake.error_code == ErrorCode.none, handshake
+        authenticated = self.request(ApiKey.SASL_AUTHENTICATE, 2,
+                                     auth_bytes=f"\0{username}\0{password}".encode())
+        assert authenticated.error_code == ErrorCode.none, authenticated
+
     def init_producer_id(self, version: int = INIT_PRODUCER_ID_VERSION, **fields: Any) -> Any:
         body = {"transactional_id": None, "transaction_timeout": 60_000} | fields
         return self.request(ApiKey.INIT_PRODUCER_ID, version, **body)
@@ -123,11 +134,13 @@ class RawClient:
         return coordinator
 
     def fetch(self, topic: str, offset: int, *, partition: int = 0,
-              isolation_level: int = 0) -> Any:
+              isolation_level: int = 0, replica_id: int = CONSUMER_REPLICA_ID) -> Any:
         """One partition's Fetch response from ``offset``, without waiting for data;
-        isolation level 0 is read_uncommitted, 1 read_committed."""
+        isolation level 0 is read_uncommitted, 1 read_committed. A ``replica_id`` of 0 or
+        more fetches as that broker's follower would."""
         response = self.request(
-            ApiKey.FETCH, FETCH_VERSION, max_wait=0, min_bytes=0, max_bytes=FETCH_MAX_BYTES,
+            ApiKey.FETCH, FETCH_VERSION, replica_id=replica_id, max_wait=0, min_bytes=0,
+            max_bytes=FETCH_MAX_BYTES,
             isolation_level=isolation_level, session_id=0, session_epoch=-1,
             topics=[{"topic": topic, "partitions": [{"partition": partition,
                                                      "fetch_offset": offset,
@@ -141,7 +154,7 @@ class RawClient:
                     isolation_level: int = 0) -> Any:
         """One partition's ListOffsets answer for ``timestamp`` (-1 latest, -2 earliest)."""
         response = self.request(
-            ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, replica_id=-1,
+            ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, replica_id=CONSUMER_REPLICA_ID,
             isolation_level=isolation_level,
             topics=[{"name": topic, "partitions": [{"partition_index": partition,
                                                     "timestamp": timestamp}]}])

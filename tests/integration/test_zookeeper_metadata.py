@@ -21,13 +21,23 @@ from odradek.controller.controller import Controller, ElectionType, NotControlle
 from odradek.metadata import zk_layout as layout
 from odradek.metadata.model import BrokerInfo, Endpoint
 from odradek.metadata.store import (
+    AclsChanged,
     PartitionsAdded,
     PartitionStatesChanged,
     TopicCreated,
     TopicDeleted,
+    entity_path,
 )
 from odradek.metadata.zk_client import BadVersionError, SetData, ZooKeeperUnavailable
 from odradek.metadata.zookeeper import ZooKeeperMetadataStore
+from odradek.security.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 
 SESSION_TIMEOUT_MS = 4000
 # A JVM just started can take seconds over its first connections on a loaded machine.
@@ -412,6 +422,38 @@ def test_a_reassignment_can_be_cancelled_and_bad_ones_are_refused(zookeeper_serv
             await eventually(lambda: all(n.store.topic("t").partitions[0].replicas == (1,)
                                          for n in nodes), "back where it was")
             assert active.list_reassignments(None) == {}
+        finally:
+            for node in nodes:
+                await node.stop()
+
+    run(scenario, zookeeper_server.connect_string)
+
+
+def test_acls_and_entity_configs_written_by_one_broker_reach_every_other(zookeeper_server):
+    pattern = ResourcePattern(ResourceType.TOPIC, "orders-", PatternType.PREFIXED)
+    alice = AccessControlEntry("User:alice", "*", AclOperation.WRITE, AclPermissionType.ALLOW)
+    bob = AccessControlEntry("User:bob", "*", AclOperation.READ, AclPermissionType.DENY)
+
+    async def scenario(connect: str) -> None:
+        nodes = await three_nodes(connect)
+        try:
+            # two brokers change the same pattern at once: neither change is lost
+            await asyncio.gather(nodes[0].store.alter_acls(pattern, add=frozenset({alice})),
+                                 nodes[1].store.alter_acls(pattern, add=frozenset({bob})))
+            await eventually(lambda: all(n.store.acls().get(pattern) == {alice, bob}
+                                         for n in nodes), "both ACLs on every broker")
+            assert AclsChanged(pattern, frozenset({alice, bob})) in nodes[2].events
+            await nodes[2].store.alter_acls(pattern, remove=frozenset({alice, bob}))
+            await eventually(lambda: all(pattern not in n.store.acls() for n in nodes),
+                             "the pattern gone everywhere")
+            entity = entity_path("alice", "app 1")  # Kafka's layout, names URL-encoded
+            await nodes[0].store.set_entity_configs(entity, {"producer_byte_rate": "1024"})
+            await eventually(lambda: all(n.store.entity_configs().get(entity) == {
+                "producer_byte_rate": "1024"} for n in nodes), "the quota on every broker")
+            assert entity == "users/alice/clients/app%201"
+            assert await nodes[0].store.zk.exists("/config/users/alice/clients/app%201")
+            assert await nodes[0].store.zk.exists("/kafka-acl-extended/prefixed/Topic") \
+                is not None
         finally:
             for node in nodes:
                 await node.stop()

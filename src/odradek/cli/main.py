@@ -5,7 +5,9 @@ from __future__ import annotations
 import typer
 
 from odradek.cli import (
+    acls,
     broker,
+    certs,
     cluster,
     configs,
     consume,
@@ -13,8 +15,10 @@ from odradek.cli import (
     groups,
     pipeline,
     produce,
+    quotas,
     topics,
     transactions,
+    users,
 )
 
 app = typer.Typer(
@@ -33,6 +37,10 @@ app.add_typer(transactions.app, name="transactions")
 app.add_typer(demo.app, name="demo")
 app.add_typer(pipeline.app, name="pipeline")
 app.add_typer(cluster.app, name="cluster")
+app.add_typer(certs.app, name="certs")
+app.add_typer(users.app, name="users")
+app.add_typer(acls.app, name="acls")
+app.add_typer(quotas.app, name="quotas")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.cli.broker_requests import (
     BrokerAddress,
+    client_security,
     describe_error,
     error_reason,
     exchange,
@@ -88,6 +89,7 @@ class Reassignments:
     def __init__(self, kafka: Kafka) -> None:
         self._kafka = kafka
         self._controller: BrokerAddress | None = None
+        self._security = client_security(kafka.config())  # the command's -X properties
 
     def alter(self, targets: Mapping[TopicPartition, Sequence[int] | None]
               ) -> list[PartitionError]:
@@ -137,7 +139,7 @@ class Reassignments:
                 problem = "the cluster has no controller"
                 continue
             try:
-                response = asyncio.run(exchange(controller, request))
+                response = asyncio.run(exchange(controller, request, self._security))
             except BrokerConnectionError as exc:
                 # The controller may have died: Metadata will name the next one.
                 self._controller, problem = None, str(exc)

@@ -38,13 +38,14 @@ from odradek.cli import output
 from odradek.cli.arguments import DEFAULT_BOOTSTRAP_SERVERS, BootstrapServers, ClientProperties
 from odradek.cli.broker_requests import (
     BrokerAddress,
+    client_security,
     describe_error,
     exchange,
     kafka_error_name,
 )
 from odradek.cli.client import REQUEST_TIMEOUT_SECONDS, Kafka
 from odradek.cli.errors import fail
-from odradek.client.connection import BrokerConnectionError
+from odradek.client.connection import BrokerConnectionError, ClientSecurity
 from odradek.protocol.api import ApiKey, request_class
 from odradek.protocol.messages import build, millis
 
@@ -121,6 +122,7 @@ class Transactions:
 
     def __init__(self, kafka: Kafka) -> None:
         self._kafka = kafka
+        self._security = client_security(kafka.config())  # the command's -X properties
 
     def list_transactions(self, states: Collection[str] = (),
                           producer_ids: Collection[int] = (),
@@ -136,7 +138,7 @@ class Transactions:
         def attempt() -> list[ListedTransaction]:
             asked = list(pending.values())
             problems = []
-            for broker, response in zip(asked, _exchange_all(asked, request), strict=True):
+            for broker, response in zip(asked, _exchange_all(asked, request, self._security), strict=True):
                 if response.unknown_state_filters:
                     fail(f"unknown transaction state "
                          f"{', '.join(map(repr, response.unknown_state_filters))}: "
@@ -166,7 +168,7 @@ class Transactions:
 
         def attempt() -> TransactionDescription:
             coordinator = self._coordinator(transactional_id)
-            [state] = _exchange_one(coordinator, request).transaction_states
+            [state] = _exchange_one(coordinator, request, self._security).transaction_states
             if state.error_code in _RETRIABLE_COORDINATOR_ERRORS:
                 raise _Retry(f"coordinator {coordinator.node_id}: "
                              f"{describe_error(state.error_code, None)}")
@@ -189,7 +191,7 @@ class Transactions:
             {"name": topic, "partition_indexes": [partition]}])
 
         def attempt() -> list[ProducerState]:
-            response = _exchange_one(self._leader(topic, partition), request)
+            response = _exchange_one(self._leader(topic, partition), request, self._security)
             [answer] = [p for t in response.topics for p in t.partitions]
             _check_partition(answer.error_code, answer.error_message, topic, partition)
             return sorted((ProducerState(p.producer_id, p.producer_epoch, p.last_sequence,
@@ -209,7 +211,7 @@ class Transactions:
             "topics": [{"name": topic, "partition_indexes": [partition]}]}])
 
         def attempt() -> None:
-            response = _exchange_one(self._leader(topic, partition), request)
+            response = _exchange_one(self._leader(topic, partition), request, self._security)
             for marker in response.markers:
                 for t in marker.topics:
                     for p in t.partitions:
@@ -228,7 +230,7 @@ class Transactions:
         # Any broker knows the coordinator: the first that can be reached is asked.
         response: Any = _Unreachable("FindCoordinator: the cluster has no brokers")
         for broker in self._brokers().values():
-            [response] = _answers([broker], request)
+            [response] = _answers([broker], request, self._security)
             if not isinstance(response, _Unreachable):
                 break
         if isinstance(response, _Unreachable):
@@ -290,11 +292,12 @@ class _Unreachable:
         return self.problem
 
 
-def _answers(brokers: Sequence[BrokerAddress], request: Any) -> list[Any]:
+def _answers(brokers: Sequence[BrokerAddress], request: Any,
+             security: ClientSecurity | None) -> list[Any]:
     """Each broker's answer to ``request``, asked at the same time, or :class:`_Unreachable`
     for one that gave none."""
     async def exchange_all() -> list[Any]:
-        return await asyncio.gather(*(exchange(b, request) for b in brokers),
+        return await asyncio.gather(*(exchange(b, request, security) for b in brokers),
                                     return_exceptions=True)
 
     name = type(request).__name__.removesuffix("Request")
@@ -308,17 +311,18 @@ def _answers(brokers: Sequence[BrokerAddress], request: Any) -> list[Any]:
     return answers
 
 
-def _exchange_all(brokers: Sequence[BrokerAddress], request: Any) -> list[Any]:
+def _exchange_all(brokers: Sequence[BrokerAddress], request: Any,
+                  security: ClientSecurity | None) -> list[Any]:
     """Each broker's answer; fails with one line for a broker that gave none."""
-    answers = _answers(brokers, request)
+    answers = _answers(brokers, request, security)
     for answer in answers:
         if isinstance(answer, _Unreachable):
             fail(str(answer))
     return answers
 
 
-def _exchange_one(broker: BrokerAddress, request: Any) -> Any:
-    [answer] = _exchange_all([broker], request)
+def _exchange_one(broker: BrokerAddress, request: Any, security: ClientSecurity | None) -> Any:
+    [answer] = _exchange_all([broker], request, security)
     return answer
 
 

@@ -21,6 +21,10 @@ the peer, an unreadable response) fails every request in flight on it with
 ``TimeoutError`` and closes the connection too, because its response may still come and
 the broker is not answering in time anyway.
 
+A connection to a TLS or SASL listener is made with a :class:`ClientSecurity`: the TLS
+handshake is asyncio's, and the SASL exchange (SaslHandshake, then SaslAuthenticate until
+the mechanism completes) runs in :meth:`BrokerConnection.open`, before any other request.
+
 Replica fetches go through here, so the per-request path is kept short: an
 ``asyncio.Protocol`` rather than streams, one future and one timer handle per request, the
 frame encoded by the compiled encoders, and a response decoded only if someone still
@@ -32,15 +36,19 @@ This module is not thread-safe: a connection belongs to the event loop that open
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from odradek.protocol.api import response_class
+from odradek.protocol.api import ApiKey, request_class, response_class
 from odradek.protocol.encoder import encode_frame
 from odradek.protocol.framing import FrameDecoder, FrameTooLargeError, FramingError
-from odradek.protocol.messages import lenient_timestamps
+from odradek.protocol.messages import build, lenient_timestamps
+from odradek.security.sasl import SaslAuthenticationError, SaslClient
 
 # A fetch response is bounded by replica.fetch.response.max.bytes (10 MiB by default) but
 # always carries at least one whole batch, which can be as large as the topic allows. 100
@@ -50,6 +58,17 @@ DEFAULT_MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 
 # Correlation ids are int32 on the wire; they wrap around to 0 after the largest.
 _CORRELATION_ID_MASK = 0x7FFF_FFFF
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """How to reach a listener that is not PLAINTEXT: TLS with ``ssl_context``, SASL with
+    ``sasl_mechanism`` (PLAIN, SCRAM-SHA-256/512) as ``username``."""
+
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str | None = None
+    username: str = ""
+    password: str = ""
 
 
 class BrokerConnectionError(ConnectionError):
@@ -88,21 +107,60 @@ class BrokerConnection(asyncio.Protocol):
 
     @classmethod
     async def open(cls, host: str, port: int, *, client_id: str, connect_timeout_s: float,
-                   max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> BrokerConnection:
-        """Connects to ``host:port``; raises :class:`BrokerConnectionError` if that fails or
-        takes longer than ``connect_timeout_s``."""
+                   max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                   security: ClientSecurity | None = None) -> BrokerConnection:
+        """Connects to ``host:port`` (with TLS and SASL as ``security`` says); raises
+        :class:`BrokerConnectionError` if that fails or takes longer than
+        ``connect_timeout_s``."""
         loop = asyncio.get_running_loop()
+        security = security or ClientSecurity()
+        tls = {"ssl": security.ssl_context, "server_hostname": host} \
+            if security.ssl_context is not None else {}
+        connection: BrokerConnection | None = None
         try:
             async with asyncio.timeout(connect_timeout_s):
                 _, connection = await loop.create_connection(
-                    lambda: cls(host, port, client_id, max_response_bytes), host, port)
+                    lambda: cls(host, port, client_id, max_response_bytes), host, port, **tls)
+                if security.sasl_mechanism is not None:
+                    await connection._authenticate(security, connect_timeout_s)
         except TimeoutError:
+            if connection is not None:
+                connection.close()
             raise BrokerConnectionError(
                 f"cannot connect to {host}:{port}: no connection within {connect_timeout_s} s"
             ) from None
-        except OSError as exc:
+        except BrokerConnectionError:
+            raise
+        except (OSError, ssl.SSLError) as exc:
             raise BrokerConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
         return connection
+
+    async def _authenticate(self, security: ClientSecurity, timeout_s: float) -> None:
+        """The SASL exchange (KIP-152): SaslHandshake v1, then SaslAuthenticate v2 carrying
+        the mechanism's tokens."""
+        mechanism = security.sasl_mechanism
+        client = SaslClient(mechanism, security.username, security.password)
+        handshake = await self.send(build(request_class(ApiKey.SASL_HANDSHAKE, 1),
+                                          mechanism=mechanism), timeout_s=timeout_s)
+        problem = None
+        if handshake.error_code != ErrorCode.none:
+            problem = (f"mechanism {mechanism} is not enabled (the listener offers "
+                       f"{', '.join(handshake.mechanisms) or 'none'})")
+        token: bytes | None = client.first_token()
+        while problem is None and token is not None:
+            answer = await self.send(build(request_class(ApiKey.SASL_AUTHENTICATE, 2),
+                                           auth_bytes=token), timeout_s=timeout_s)
+            if answer.error_code != ErrorCode.none:
+                problem = answer.error_message or answer.error_code.name
+                break
+            try:
+                token = None if client.complete else client.next_token(answer.auth_bytes)
+            except SaslAuthenticationError as exc:
+                problem = str(exc)
+        if problem is not None:
+            self.close()
+            raise BrokerConnectionError(f"SASL {mechanism} authentication to {self.address} "
+                                        f"failed: {problem}")
 
     @property
     def closed(self) -> bool:
@@ -230,10 +288,12 @@ class BrokerConnections:
     """
 
     def __init__(self, *, client_id: str, connect_timeout_s: float,
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                 security: ClientSecurity | None = None) -> None:
         self._client_id = client_id
         self._connect_timeout_s = connect_timeout_s
         self._max_response_bytes = max_response_bytes
+        self._security = security
         self._connections: dict[int, BrokerConnection] = {}
 
     async def get(self, node_id: int, host: str, port: int) -> BrokerConnection:
@@ -244,7 +304,7 @@ class BrokerConnections:
             return connection
         opened = await BrokerConnection.open(
             host, port, client_id=self._client_id, connect_timeout_s=self._connect_timeout_s,
-            max_response_bytes=self._max_response_bytes)
+            max_response_bytes=self._max_response_bytes, security=self._security)
         # Another caller may have connected to the same broker while this one waited.
         connection = self._usable(node_id, host, port)
         if connection is not None:

@@ -14,8 +14,18 @@ import uuid
 from pathlib import Path
 
 from odradek.metadata.model import BrokerInfo, PartitionState, TopicMetadata
+from odradek.security.acl import (
+    AccessControlEntry,
+    ResourcePattern,
+    acl_path,
+    decode_acls,
+    encode_acls,
+    pattern_of_acl_path,
+)
 from odradek.metadata.store import (
+    AclsChanged,
     BrokerConfigChanged,
+    EntityConfigsChanged,
     MetadataStore,
     PartitionsAdded,
     TopicConfigChanged,
@@ -39,6 +49,8 @@ class LocalMetadataStore(MetadataStore):
         self._by_id: dict[uuid.UUID, TopicMetadata] = {}
         self._broker_configs: dict[str, str] = {}
         self._cluster_default_configs: dict[str, str] = {}
+        self._entity_configs: dict[str, dict[str, str]] = {}
+        self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         # The first producer id never reserved: ids below it may be in use by producers.
         self._next_producer_id = 0
         directory.mkdir(parents=True, exist_ok=True)
@@ -56,6 +68,11 @@ class LocalMetadataStore(MetadataStore):
         self._broker_configs = dict(state.get("broker_configs", {}))
         self._cluster_default_configs = dict(state.get("cluster_default_broker_configs", {}))
         self._next_producer_id = state.get("next_producer_id", 0)
+        self._entity_configs = {entity: dict(configs) for entity, configs
+                                in state.get("entity_configs", {}).items()}
+        # ACLs as ZooKeeper holds them: Kafka's znode path -> its JSON
+        self._acls = {pattern_of_acl_path(path): decode_acls(json.dumps(value).encode())
+                      for path, value in state.get("acls", {}).items()}
         for entry in state["topics"]:
             self._put(
                 TopicMetadata(
@@ -73,6 +90,9 @@ class LocalMetadataStore(MetadataStore):
             "broker_configs": self._broker_configs,
             "cluster_default_broker_configs": self._cluster_default_configs,
             "next_producer_id": self._next_producer_id,
+            "entity_configs": self._entity_configs,
+            "acls": {acl_path(pattern): json.loads(encode_acls(entries))
+                     for pattern, entries in self._acls.items()},
             "topics": [
                 {
                     "name": t.name,
@@ -131,7 +151,37 @@ class LocalMetadataStore(MetadataStore):
     def broker_configs(self, *, cluster_default: bool = False) -> dict[str, str]:
         return dict(self._cluster_default_configs if cluster_default else self._broker_configs)
 
+    def entity_configs(self) -> dict[str, dict[str, str]]:
+        return {entity: dict(configs) for entity, configs in self._entity_configs.items()}
+
+    def acls(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        return dict(self._acls)
+
     # -- changes -----------------------------------------------------------------------
+
+    async def alter_acls(self, pattern: ResourcePattern, *,
+                         add: frozenset[AccessControlEntry] = frozenset(),
+                         remove: frozenset[AccessControlEntry] = frozenset()
+                         ) -> frozenset[AccessControlEntry]:
+        before = self._acls.get(pattern, frozenset())
+        after = (before | add) - remove
+        if after == before:
+            return after
+        if after:
+            self._acls[pattern] = after
+        else:
+            del self._acls[pattern]
+        self._save()
+        self._publish(AclsChanged(pattern, after))
+        return after
+
+    async def set_entity_configs(self, entity: str, configs: dict[str, str]) -> None:
+        if configs:
+            self._entity_configs[entity] = dict(configs)
+        else:
+            self._entity_configs.pop(entity, None)
+        self._save()
+        self._publish(EntityConfigsChanged(entity, dict(configs)))
 
     async def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],

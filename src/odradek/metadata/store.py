@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import abc
 import base64
+import enum
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from odradek.metadata.model import BrokerInfo, PartitionState, TopicMetadata
+from odradek.security.acl import AccessControlEntry, ResourcePattern
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +63,75 @@ class BrokerConfigChanged:
     cluster_default: bool = False  # resource "": the defaults of every broker
 
 
+@dataclass(frozen=True, slots=True)
+class EntityConfigsChanged:
+    """The configs of a user or client entity changed: its SCRAM credentials or its quotas.
+    ``entity`` is its path under Kafka's ``/config`` (see :func:`entity_path`); ``configs``
+    are all it has now, empty when it has none left."""
+
+    entity: str
+    configs: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class AclsChanged:
+    """The ACLs of one resource pattern changed; ``entries`` are all it has now."""
+
+    pattern: ResourcePattern
+    entries: frozenset[AccessControlEntry]
+
+
 MetadataEvent = (TopicCreated | TopicDeleted | PartitionsAdded | PartitionStatesChanged
-                 | TopicConfigChanged | BrokerConfigChanged)
+                 | TopicConfigChanged | BrokerConfigChanged | EntityConfigsChanged
+                 | AclsChanged)
+
+USERS = "users"
+CLIENTS = "clients"
+
+
+class Default(enum.Enum):
+    """The type of ``DEFAULT_ENTITY``."""
+
+    DEFAULT = "<default>"
+
+    def __repr__(self) -> str:
+        return "DEFAULT_ENTITY"
+
+
+# Kafka's <default> entity, whose quotas apply to users or clients without their own. A
+# sentinel rather than the string "<default>", which a user may well be called: Kafka tells
+# them apart by sanitizing the user's name ("%3Cdefault%3E").
+DEFAULT_ENTITY = Default.DEFAULT
+EntityName = str | Default | None
+
+
+def entity_path(user: EntityName = None, client_id: EntityName = None) -> str:
+    """Kafka's path of a quota or credential entity under ``/config``: ``users/<user>``,
+    ``clients/<client id>`` or ``users/<user>/clients/<client id>``, names sanitized as
+    Kafka's ``Sanitizer`` does (URL-encoded)."""
+    parts = []
+    if user is not None:
+        parts += [USERS, _sanitize(user)]
+    if client_id is not None:
+        parts += [CLIENTS, _sanitize(client_id)]
+    if not parts:
+        raise ValueError("an entity has a user, a client id, or both")
+    return "/".join(parts)
+
+
+def parse_entity_path(path: str) -> tuple[EntityName, EntityName]:
+    """(user, client id) of an entity path, the inverse of :func:`entity_path`."""
+    parts = path.split("/")
+    names = dict(zip(parts[::2], (_desanitize(p) for p in parts[1::2]), strict=True))
+    return names.get(USERS), names.get(CLIENTS)
+
+
+def _sanitize(name: str | Default) -> str:
+    return name.value if isinstance(name, Default) else urllib.parse.quote(name, safe="")
+
+
+def _desanitize(name: str) -> str | Default:
+    return DEFAULT_ENTITY if name == DEFAULT_ENTITY.value else urllib.parse.unquote(name)
 
 
 class TopicExistsError(Exception):
@@ -118,7 +188,28 @@ class MetadataStore(abc.ABC):
         """Dynamic broker config overrides: AlterConfigs on resource "<node id>", or on
         resource "" (the cluster-wide defaults) with ``cluster_default``."""
 
+    @abc.abstractmethod
+    def entity_configs(self) -> dict[str, dict[str, str]]:
+        """Every user and client entity's configs (SCRAM credentials, quotas), by entity
+        path; entities without configs are left out."""
+
+    @abc.abstractmethod
+    def acls(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        """Every resource pattern's ACLs (patterns without any are left out)."""
+
     # -- changes -----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def alter_acls(self, pattern: ResourcePattern, *,
+                         add: frozenset[AccessControlEntry] = frozenset(),
+                         remove: frozenset[AccessControlEntry] = frozenset()
+                         ) -> frozenset[AccessControlEntry]:
+        """Adds and removes entries of one pattern's ACLs, atomically against other brokers
+        doing the same; returns the pattern's entries after the change."""
+
+    @abc.abstractmethod
+    async def set_entity_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Replaces the configs of the entity at path ``entity``; empty removes them all."""
 
     @abc.abstractmethod
     async def create_topic(

@@ -16,6 +16,9 @@ documentation and ``zkCli.sh`` explain a running odradek cluster::
                                               "leader_epoch", "isr": [1, 2, 3]}
     /config/topics/<topic>                   {"version": 1, "config": {...}}
     /config/brokers/<id> and /config/brokers/<default>
+    /config/users/<user>, /config/clients/<client id>, /config/users/<user>/clients/<client id>
+                                             {"version": 1, "config": {...}}: SCRAM
+                                              credentials and quotas (<default> too)
     /admin/delete_topics/<topic>             a topic the controller is asked to delete
     /latest_producer_id_block                {"version": 1, "broker", "block_start",
                                               "block_end"}
@@ -42,14 +45,17 @@ BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
+ENTITY_CONFIGS = "/config"  # + an entity path: users/<user>[/clients/<client id>], clients/<id>
+USER_CONFIGS = "/config/users"
+CLIENT_CONFIGS = "/config/clients"
 DEFAULT_BROKER_CONFIG = "<default>"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CONTROLLED_SHUTDOWN = "/odradek/controlled_shutdown"
 
 # Created at start by whoever gets there first; the rest of the tree is created on use.
-PERSISTENT_PATHS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, DELETE_TOPICS,
-                    CONTROLLED_SHUTDOWN)
+PERSISTENT_PATHS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, USER_CONFIGS,
+                    CLIENT_CONFIGS, DELETE_TOPICS, CONTROLLED_SHUTDOWN)
 
 NO_LEADER = -1
 
@@ -72,6 +78,10 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIGS}/{topic}"
+
+
+def entity_config_path(entity: str) -> str:
+    return f"{ENTITY_CONFIGS}/{entity}"
 
 
 def broker_config_path(node_id: int | None) -> str:

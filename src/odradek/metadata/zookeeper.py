@@ -36,7 +36,11 @@ from typing import Any
 from odradek.metadata.assignment import AssignmentError, assign_replicas
 from odradek.metadata.model import BrokerInfo, PartitionState, TopicMetadata
 from odradek.metadata.store import (
+    CLIENTS,
+    USERS,
+    AclsChanged,
     BrokerConfigChanged,
+    EntityConfigsChanged,
     MetadataStore,
     PartitionsAdded,
     PartitionStatesChanged,
@@ -48,6 +52,22 @@ from odradek.metadata.store import (
     new_cluster_id,
 )
 from odradek.metadata import zk_layout as layout
+from odradek.security.acl import (
+    ACL_STORE_PATHS,
+    AccessControlEntry,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    acl_path,
+    acl_type_path,
+    decode_acls,
+    encode_acls,
+)
+
+# The resource types whose ACLs are loaded (every type Kafka stores ACLs for).
+ACL_RESOURCE_TYPES = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
+                      ResourceType.TRANSACTIONAL_ID, ResourceType.DELEGATION_TOKEN,
+                      ResourceType.USER)
 from odradek.metadata.zk_client import (
     AsyncZooKeeper,
     BadVersionError,
@@ -116,6 +136,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._broker_configs: dict[str, str] = {}
         self._default_broker_configs: dict[str, str] = {}
+        self._entity_configs: dict[str, dict[str, str]] = {}
+        self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._topics: dict[str, TopicMetadata] = {}
         self._by_id: dict[uuid.UUID, TopicMetadata] = {}
         self._mzxid: dict[str, int] = {}  # per cached path: the newest change applied
@@ -213,6 +235,8 @@ class ZooKeeperMetadataStore(MetadataStore):
     async def _load(self, *, everything: bool = False) -> None:
         await asyncio.gather(self._refresh_brokers(), self._refresh_controller(),
                              self._refresh_topic_list(everything=everything),
+                             self._refresh_entities(USERS), self._refresh_entities(CLIENTS),
+                             self._refresh_all_acls(),
                              self._refresh_broker_config(None),
                              self._refresh_broker_config(self._me.node_id))
 
@@ -241,6 +265,12 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def broker_configs(self, *, cluster_default: bool = False) -> dict[str, str]:
         return dict(self._default_broker_configs if cluster_default else self._broker_configs)
+
+    def entity_configs(self) -> dict[str, dict[str, str]]:
+        return {entity: dict(configs) for entity, configs in self._entity_configs.items()}
+
+    def acls(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        return dict(self._acls)
 
     def assignment(self, topic: str) -> layout.TopicAssignment | None:
         return self._assignments.get(topic)
@@ -394,6 +424,82 @@ class ZooKeeperMetadataStore(MetadataStore):
             else:
                 self._broker_configs = configs
             self._publish(BrokerConfigChanged(dict(configs), default))
+
+    async def _watched_children(self, path: str,
+                                refresh: Callable[[], Coroutine[Any, Any, None]]) -> list[str]:
+        """The children of ``path``, watched; none (and the path's creation watched) while
+        the path does not exist."""
+        watch = self._watch(path, refresh)
+        try:
+            return await self.zk.children(path, watch)
+        except NoNodeError:
+            if await self.zk.exists(path, watch) is None:
+                return []
+            return await self.zk.children(path, watch)
+
+    async def _refresh_entities(self, parent: str) -> None:
+        """The entities under ``/config/<parent>`` ("users", "clients", or a user's
+        "users/<user>/clients"), each read and watched; a user's clients are watched too."""
+        names = await self._watched_children(layout.entity_config_path(parent),
+                                             lambda: self._refresh_entities(parent))
+        entities = [f"{parent}/{name}" for name in names]
+        for gone in [e for e in self._entity_configs
+                     if e.rpartition("/")[0] == parent and e not in entities]:
+            del self._entity_configs[gone]
+            self._mzxid.pop(layout.entity_config_path(gone), None)
+            self._publish(EntityConfigsChanged(gone, {}))
+        refreshes = [self._refresh_entity(entity) for entity in entities]
+        if parent == USERS:
+            refreshes += [self._refresh_entities(f"{entity}/{CLIENTS}") for entity in entities]
+        await asyncio.gather(*refreshes)
+
+    async def _refresh_entity(self, entity: str) -> None:
+        path = layout.entity_config_path(entity)
+        got = await self.zk.get_or_none(
+            path, self._watch(path, lambda: self._refresh_entity(entity)))
+        if not self._fresh(path, got[1] if got else None):
+            return
+        configs = layout.decode_config(got[0]) if got else {}
+        if configs != self._entity_configs.get(entity, {}):
+            if configs:
+                self._entity_configs[entity] = configs
+            else:
+                self._entity_configs.pop(entity, None)
+            self._publish(EntityConfigsChanged(entity, dict(configs)))
+
+    async def _refresh_all_acls(self) -> None:
+        await asyncio.gather(*(self._refresh_acl_names(pattern_type, resource_type)
+                               for pattern_type in ACL_STORE_PATHS
+                               for resource_type in ACL_RESOURCE_TYPES))
+
+    async def _refresh_acl_names(self, pattern_type: PatternType,
+                                 resource_type: ResourceType) -> None:
+        names = await self._watched_children(
+            acl_type_path(pattern_type, resource_type),
+            lambda: self._refresh_acl_names(pattern_type, resource_type))
+        listed = {ResourcePattern(resource_type, name, pattern_type) for name in names}
+        for gone in [p for p in self._acls if p not in listed
+                     and (p.resource_type, p.pattern_type) == (resource_type, pattern_type)]:
+            # A deleted znode's data watch reads nothing newer than what is cached: the
+            # parent's children say it is gone.
+            del self._acls[gone]
+            self._mzxid.pop(acl_path(gone), None)
+            self._publish(AclsChanged(gone, frozenset()))
+        await asyncio.gather(*(self._refresh_acl(pattern) for pattern in listed))
+
+    async def _refresh_acl(self, pattern: ResourcePattern) -> None:
+        path = acl_path(pattern)
+        got = await self.zk.get_or_none(
+            path, self._watch(path, lambda: self._refresh_acl(pattern)))
+        if not self._fresh(path, got[1] if got else None):
+            return
+        entries = decode_acls(got[0]) if got else frozenset()
+        if entries != self._acls.get(pattern, frozenset()):
+            if entries:
+                self._acls[pattern] = entries
+            else:
+                self._acls.pop(pattern, None)
+            self._publish(AclsChanged(pattern, entries))
 
     # -- the topics' view --------------------------------------------------------------
 
@@ -561,6 +667,35 @@ class ZooKeeperMetadataStore(MetadataStore):
         path = layout.broker_config_path(node_id)
         await self._set_or_create(path, layout.encode_config(configs))
         await self._refresh_broker_config(node_id)
+
+    async def alter_acls(self, pattern: ResourcePattern, *,
+                         add: frozenset[AccessControlEntry] = frozenset(),
+                         remove: frozenset[AccessControlEntry] = frozenset()
+                         ) -> frozenset[AccessControlEntry]:
+        """A read-modify-write conditional on the znode's version, retried when another
+        broker changed the pattern's ACLs in between (Kafka's AclAuthorizer does the same)."""
+        path = acl_path(pattern)
+        while True:
+            got = await self.zk.get_or_none(path)
+            before = decode_acls(got[0]) if got else frozenset()
+            after = (before | add) - remove
+            if after == before:
+                return after
+            try:
+                if got is None:
+                    await self.zk.create(path, encode_acls(after), makepath=True)
+                elif after:
+                    await self.zk.set(path, encode_acls(after), got[1].version)
+                else:
+                    await self.zk.delete(path, got[1].version)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue
+            await self._refresh_acl(pattern)
+            return after
+
+    async def set_entity_configs(self, entity: str, configs: dict[str, str]) -> None:
+        await self._set_or_create(layout.entity_config_path(entity), layout.encode_config(configs))
+        await self._refresh_entity(entity)
 
     async def allocate_producer_ids(self, count: int) -> range:
         """Kafka's ZooKeeper producer id manager: the next block after the one recorded in

@@ -29,6 +29,7 @@ class ApiKey(enum.IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -40,9 +41,13 @@ class ApiKey(enum.IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -50,6 +55,10 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -81,6 +90,7 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.SYNC_GROUP: VersionRange(0, 5),
     ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6),
     ApiKey.LIST_GROUPS: VersionRange(0, 5),
+    ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),
     ApiKey.API_VERSIONS: VersionRange(0, 3),
     ApiKey.CREATE_TOPICS: VersionRange(2, 7),
     ApiKey.DELETE_TOPICS: VersionRange(1, 6),
@@ -92,9 +102,13 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.END_TXN: VersionRange(0, 5),
     ApiKey.WRITE_TXN_MARKERS: VersionRange(1, 1),
     ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 5),
+    ApiKey.DESCRIBE_ACLS: VersionRange(1, 3),
+    ApiKey.CREATE_ACLS: VersionRange(1, 3),
+    ApiKey.DELETE_ACLS: VersionRange(1, 3),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4),
+    ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
     ApiKey.DELETE_GROUPS: VersionRange(0, 2),
     ApiKey.ELECT_LEADERS: VersionRange(0, 2),
@@ -102,6 +116,10 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: VersionRange(0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: VersionRange(0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
     ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),

@@ -83,6 +83,18 @@ class FrameDecoder:
         self._buffer = bytearray()
         self._max_frame_bytes = max_frame_bytes
 
+    @property
+    def buffered(self) -> int:
+        """Bytes received and kept for the frame not yet complete."""
+        return len(self._buffer)
+
+    @property
+    def pending_frame_size(self) -> int | None:
+        """The size the frame in progress announced, once its size prefix is in."""
+        if len(self._buffer) < 4:
+            return None
+        return _SIZE.unpack_from(self._buffer, 0)[0]
+
     def feed(self, data: bytes) -> list[bytes]:
         """Adds received bytes; returns the payloads of the frames now complete."""
         buffer = self._buffer

@@ -47,7 +47,9 @@ from odradek.coordinator.transaction.replica_store import transaction_coordinato
 from odradek.coordinator.transaction.verification import TransactionVerifier
 from odradek.metadata.model import BrokerInfo, Endpoint, PartitionState, TopicMetadata
 from odradek.metadata.store import (
+    AclsChanged,
     BrokerConfigChanged,
+    EntityConfigsChanged,
     MetadataEvent,
     MetadataStore,
     PartitionsAdded,
@@ -69,7 +71,11 @@ from odradek.server.config import (
 from odradek.server.dispatcher import Dispatcher
 from odradek.server.quotas import ClientQuotas
 from odradek.server.services import Services
+from odradek.security.authorizer import AclAuthorizer, parse_super_users
+from odradek.server.client_quota_configs import apply_quotas, load_quotas
+from odradek.server.listener_security import inter_broker_security
 from odradek.server.socket_server import SocketServer
+from odradek.server.user_credentials import scram_credential
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +123,11 @@ class Broker:
         # in, and the fetchers of the partitions it follows.
         self.controller: Controller | None = None
         self.fetchers: ReplicaFetcherManager | None = None
-        self.quotas = ClientQuotas()
+        self.quotas = ClientQuotas(
+            quota_window_num=config.get("quota.window.num"),
+            quota_window_size_seconds=config.get("quota.window.size.seconds"))
+        # The ACL authorizer when authorizer.class.name names one, fed by the metadata store.
+        self.authorizer: AclAuthorizer | None = None
         self.dispatcher: Dispatcher | None = None
         self._socket_server: SocketServer | None = None
         # The first listener's bound address, and the port each listener is bound to.
@@ -136,7 +146,8 @@ class Broker:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        socket_server = SocketServer(self.config)
+        socket_server = SocketServer(
+            self.config, lambda user, mechanism: scram_credential(self.metadata, user, mechanism))
         await socket_server.bind()
         self._socket_server = socket_server
         bound = socket_server.bound_addresses
@@ -151,6 +162,7 @@ class Broker:
         self.config.set_dynamic(self.metadata.broker_configs(cluster_default=True),
                                 per_broker=False)
         self.config.set_dynamic(self.metadata.broker_configs())
+        socket_server.reconfigure()  # listener configs set dynamically before this start
         topics = self.metadata.topics().values()
         hosted = [TopicPartition(topic.name, state.partition) for topic in topics
                   for state in topic.partitions if self.node_id in state.replicas]
@@ -164,6 +176,8 @@ class Broker:
         for topic in topics:
             self._become_leader_or_follower(topic, topic.partitions)
         self._start_transactions()
+        self.authorizer = self._new_authorizer()
+        load_quotas(self.quotas, self.metadata)
         self.metadata.subscribe(self._on_metadata_event)
         self.group_coordinator.startup()  # replays the __consumer_offsets partitions led here
         # Replays the __transaction_state partitions led here, and completes the
@@ -172,7 +186,7 @@ class Broker:
         self._start_background_tasks()
         if self.controller is not None:
             await self.controller.start()
-        self.dispatcher = Dispatcher(self.services(), self.quotas)
+        self.dispatcher = Dispatcher(self.services(), self.quotas, self.authorizer)
         await socket_server.start_serving(self.dispatcher)
         for name, (host, port) in bound.items():
             log.info("odradek broker %d listening on %s:%d (listener %s, cluster %s)",
@@ -239,7 +253,8 @@ class Broker:
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
             BrokerConnections(client_id=f"broker-{self.node_id}-fetcher",
-                              connect_timeout_s=get("replica.socket.timeout.ms") / 1000),
+                              connect_timeout_s=get("replica.socket.timeout.ms") / 1000,
+                              security=inter_broker_security(self.config)),
             self._inter_broker_endpoint, get, self.clock)
         return store
 
@@ -251,7 +266,8 @@ class Broker:
         if self.controller is not None:
             connections = self._transaction_connections = BrokerConnections(
                 client_id=f"broker-{self.node_id}-transactions",
-                connect_timeout_s=self.config.get("replica.socket.timeout.ms") / 1000)
+                connect_timeout_s=self.config.get("replica.socket.timeout.ms") / 1000,
+                security=inter_broker_security(self.config))
         self.marker_channel = TransactionMarkerChannel(
             self.node_id, self.metadata,
             lambda marker, respond: write_markers_locally(
@@ -494,6 +510,20 @@ class Broker:
                 TopicPartition(topic.name, state.partition), log_config, topic_config
             )
 
+    def _new_authorizer(self) -> AclAuthorizer | None:
+        """The ACL authorizer with the cluster's ACLs, when ``authorizer.class.name`` is set;
+        AclsChanged events keep it current."""
+        if not self.config.get("authorizer.class.name"):
+            return None
+        try:
+            super_users = parse_super_users(self.config.get("super.users") or "")
+        except ValueError as exc:
+            raise ConfigError(f"super.users: {exc}", "super.users") from None
+        authorizer = AclAuthorizer(super_users, self.config.get("allow.everyone.if.no.acl.found"))
+        for pattern, entries in self.metadata.acls().items():
+            authorizer.set_acls(pattern, entries)
+        return authorizer
+
     def _on_metadata_event(self, event: MetadataEvent) -> None:
         match event:
             case TopicCreated(topic):
@@ -513,7 +543,14 @@ class Broker:
                 self._refresh_configs(topic)
             case SessionChanged(valid):
                 self.replica_manager.fence_leaderships(not valid)
+            case EntityConfigsChanged(entity, configs):
+                apply_quotas(self.quotas, entity, configs)
+            case AclsChanged(pattern, entries):
+                if self.authorizer is not None:
+                    self.authorizer.set_acls(pattern, entries)
             case BrokerConfigChanged(configs, cluster_default):
                 self.config.set_dynamic(configs, per_broker=not cluster_default)
+                if self._socket_server is not None:
+                    self._socket_server.reconfigure()
                 for topic in self.metadata.topics().values():
                     self._refresh_configs(topic)

@@ -41,8 +41,10 @@ from odradek.server.config_defs import (
     ConfigType,
     Endpoint,
     SecurityProtocol,
+    broker_config_def,
     csv_list,
     endpoints,
+    listener_config_name,
     parse_properties,
 )
 from odradek.server.listeners import (
@@ -158,7 +160,7 @@ class BrokerConfig:
         self._parsed: dict[ConfigSource, dict[str, Any]] = {source: {} for source in _LAYERS}
         self._raw[ConfigSource.STATIC_BROKER_CONFIG] = static
         self._parsed[ConfigSource.STATIC_BROKER_CONFIG] = _parse_broker_props(static)
-        unknown = sorted(static.keys() - BROKER_CONFIGS.keys())
+        unknown = sorted(name for name in static if broker_config_def(name) is None)
         if unknown:
             _log.warning("These configurations '%s' were supplied but are not used yet.", unknown)
         self._check()
@@ -186,6 +188,19 @@ class BrokerConfig:
         if name in BROKER_CONFIGS:
             return BROKER_CONFIGS[name].default
         raise KeyError(name)
+
+    def listener_config(self, listener: str, name: str, mechanism: str | None = None) -> Any:
+        """The value of ``name`` for one listener: the listener's own value
+        (``listener.name.<listener>.[<mechanism>.]<name>``, from any layer) when set, else the
+        broker's. This is Kafka's ``valuesWithPrefixOverride``: the listener's value wins
+        over the broker's whatever layers they come from."""
+        prefixed = [listener_config_name(listener, name, mechanism)] if mechanism else []
+        prefixed.append(listener_config_name(listener, name))
+        for key in prefixed:
+            for source in _LAYERS:
+                if key in self._parsed[source]:
+                    return self._parsed[source][key]
+        return self.get(name)
 
     def topic_default(self, topic_config: str) -> ResolvedConfig:
         """The value a topic without an override gets for `topic_config`, and its origin."""
@@ -301,11 +316,11 @@ class BrokerConfig:
 
     def _with_dynamic(self, props: Mapping[str, str], per_broker: bool) -> BrokerConfig:
         # DynamicBrokerConfig.validateConfigs; keys Kafka does not know are allowed dynamically.
-        defined = [BROKER_CONFIGS[name] for name in sorted(props) if name in BROKER_CONFIGS]
-        static_only = [d.name for d in defined if not d.dynamic]
+        defined = {name: broker_config_def(name) for name in sorted(props)}
+        static_only = [name for name, d in defined.items() if d is not None and not d.dynamic]
         if static_only:
             raise ConfigError(f"Cannot update these configs dynamically: {_scala_set(static_only)}")
-        broker_only = [d.name for d in defined if d.per_broker]
+        broker_only = [name for name, d in defined.items() if d is not None and d.per_broker]
         if broker_only and not per_broker:
             raise ConfigError(
                 "Cannot update these configs at default cluster level, broker id must be "
@@ -335,7 +350,7 @@ class BrokerConfig:
     def _entry(self, name: str, cluster_default: bool) -> ConfigEntry:
         # ConfigHelper.createBrokerConfigEntry. An undefined key's type is unknown, and
         # Kafka treats a config of unknown type as sensitive.
-        definition = BROKER_CONFIGS.get(name)
+        definition = broker_config_def(name)
         sensitive = definition is None or definition.sensitive
         chain = self._synonym_chain(_BROKER_SYNONYMS.get(name, (name,)), sensitive)
         # Synonyms of higher priority than `name` itself describe another key: drop them.
@@ -416,7 +431,7 @@ class BrokerConfig:
 
 def _parse_broker_props(props: Mapping[str, str]) -> dict[str, Any]:
     return {
-        name: BROKER_CONFIGS[name].parse(value) if name in BROKER_CONFIGS else value
+        name: definition.parse(value) if (definition := broker_config_def(name)) else value
         for name, value in props.items()
     }
 

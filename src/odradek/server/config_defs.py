@@ -365,7 +365,7 @@ def csv_list(value: str) -> list[str]:
     return [item for item in _LIST_SEPARATOR.split(value.strip()) if item]
 
 
-_B, _S, _I, _SH, _L, _D, _LI = (
+_B, _S, _I, _SH, _L, _D, _LI, _P = (
     ConfigType.BOOLEAN,
     ConfigType.STRING,
     ConfigType.INT,
@@ -373,6 +373,7 @@ _B, _S, _I, _SH, _L, _D, _LI = (
     ConfigType.LONG,
     ConfigType.DOUBLE,
     ConfigType.LIST,
+    ConfigType.PASSWORD,
 )
 _CLEANUP_POLICIES = OneOf(("compact", "delete"))
 _TIMESTAMP_TYPES = OneOf(("CreateTime", "LogAppendTime"))
@@ -433,6 +434,11 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _table(
 
 # DynamicLogConfig.ReconfigurableConfigs: the first broker synonym of every topic config.
 _LOG_RECONFIGURABLE = {d.synonyms[0].name for d in TOPIC_CONFIGS.values() if d.synonyms}
+# authorizer.class.name values that turn odradek's ACL authorizer on: Kafka's own authorizers,
+# so a server.properties written for Kafka works unchanged; "" is no authorizer.
+AUTHORIZER_CLASS_NAMES = ("", "kafka.security.authorizer.AclAuthorizer",
+                          "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                          "kafka.security.auth.SimpleAclAuthorizer")
 _PROTOCOL_MAP = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
 
 _BROKER_ROWS = (
@@ -462,7 +468,37 @@ _BROKER_ROWS = (
     ConfigDef("socket.request.max.bytes", _I, 100 * 1024**2, "Largest request accepted, in bytes.", Range(1)),
     ConfigDef("max.connections", _I, INT_MAX, "Maximum connections the broker accepts.", Range(0), dynamic=True),
     ConfigDef("max.connections.per.ip", _I, INT_MAX, "Maximum connections accepted from one IP address.", Range(0), dynamic=True),
-    ConfigDef("connections.max.idle.ms", _L, 10 * MINUTE_MS, "Idle connections are closed after this time."),
+    ConfigDef("connections.max.idle.ms", _L, 10 * MINUTE_MS, "Idle connections are closed after this time.", Range(1)),
+    ConfigDef("queued.max.request.bytes", _L, -1, "Bytes requests may hold while they are being received, across all connections; -1 for no bound.", Range(-1)),
+    # security (SslConfigs, BrokerSecurityConfigs, SaslConfigs). A listener's own value is
+    # listener.name.<listener>.<config> (sasl.jaas.config: listener.name.<listener>.<mechanism>.
+    # sasl.jaas.config); see BrokerConfig.listener_config.
+    ConfigDef("ssl.protocol", _S, "TLSv1.3", "Highest TLS version offered; ssl.enabled.protocols lists the ones allowed.", dynamic=True, per_broker=True),
+    ConfigDef("ssl.enabled.protocols", _LI, ("TLSv1.2", "TLSv1.3"), "TLS versions a TLS listener accepts.", OneOf(("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")), dynamic=True, per_broker=True),
+    ConfigDef("ssl.cipher.suites", _LI, (), "Cipher suites of TLS 1.2 and earlier a TLS listener accepts (IANA or OpenSSL names); empty for the defaults.", dynamic=True, per_broker=True),
+    ConfigDef("ssl.keystore.type", _S, "JKS", "Format of the keystore: PEM or PKCS12 (odradek cannot read JKS).", dynamic=True, per_broker=True),
+    ConfigDef("ssl.keystore.location", _S, None, "File of the broker's private key and certificate chain.", dynamic=True, per_broker=True),
+    ConfigDef("ssl.keystore.password", _P, None, "Password of a PKCS12 keystore file.", dynamic=True, per_broker=True),
+    ConfigDef("ssl.key.password", _P, None, "Password of the private key (an encrypted PEM key, or the key in a PKCS12 keystore).", dynamic=True, per_broker=True),
+    ConfigDef("ssl.keystore.key", _P, None, "The broker's private key in PEM, in-line (with ssl.keystore.type=PEM).", dynamic=True, per_broker=True),
+    ConfigDef("ssl.keystore.certificate.chain", _P, None, "The broker's certificate chain in PEM, in-line (with ssl.keystore.type=PEM).", dynamic=True, per_broker=True),
+    ConfigDef("ssl.truststore.type", _S, "JKS", "Format of the truststore: PEM or PKCS12 (odradek cannot read JKS).", dynamic=True, per_broker=True),
+    ConfigDef("ssl.truststore.location", _S, None, "File of the certificate authorities trusted to sign peer certificates.", dynamic=True, per_broker=True),
+    ConfigDef("ssl.truststore.password", _P, None, "Password of a PKCS12 truststore file.", dynamic=True, per_broker=True),
+    ConfigDef("ssl.truststore.certificates", _P, None, "Trusted certificate authorities in PEM, in-line (with ssl.truststore.type=PEM).", dynamic=True, per_broker=True),
+    ConfigDef("ssl.client.auth", _S, "none", "Whether a TLS listener asks clients for a certificate: required, requested or none.", OneOf(("required", "requested", "none")), dynamic=True, per_broker=True),
+    ConfigDef("ssl.endpoint.identification.algorithm", _S, "https", "How a broker connecting to another checks its certificate's name: https, or empty for no check.", dynamic=True, per_broker=True),
+    ConfigDef("ssl.principal.mapping.rules", _S, "DEFAULT", "Rules mapping a client certificate's distinguished name to a principal name (RULE:pattern/replacement/[LU], DEFAULT).", dynamic=True, per_broker=True),
+    ConfigDef("sasl.enabled.mechanisms", _LI, ("GSSAPI",), "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (odradek has no GSSAPI or OAUTHBEARER).", dynamic=True, per_broker=True),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", "SASL mechanism brokers use between themselves.", dynamic=True, per_broker=True),
+    ConfigDef("sasl.jaas.config", _P, None, "JAAS login context: the PLAIN users (user_<name>=\"<password>\") and the broker's own username and password.", dynamic=True, per_broker=True),
+    ConfigDef("authorizer.class.name", _S, "", "The authorizer: Kafka's ACL authorizer class names (kafka.security.authorizer.AclAuthorizer, org.apache.kafka.metadata.authorizer.StandardAuthorizer) turn ACLs on; empty leaves every request authorized.", OneOf(AUTHORIZER_CLASS_NAMES)),
+    ConfigDef("super.users", _S, None, "Principals allowed everything whatever the ACLs, separated by ';' (User:admin;User:broker)."),
+    ConfigDef("allow.everyone.if.no.acl.found", _B, False, "Whether a resource no ACL names is open to everyone (with an authorizer)."),
+    ConfigDef("quota.window.num", _I, 11, "Samples kept in memory to measure a client's rates against its quotas.", Range(1)),
+    ConfigDef("quota.window.size.seconds", _I, 1, "Time span of each sample of a client's rates.", Range(1)),
+    ConfigDef("connections.max.reauth.ms", _L, 0, "Longest session of an authenticated SASL connection before the client must re-authenticate (KIP-368); 0 for no limit.", Range(0)),
+    ConfigDef("connection.failed.authentication.delay.ms", _I, 100, "Delay of the answer to a failed authentication, which slows password guessing.", Range(0)),
     # log
     ConfigDef("log.dir", _S, "/tmp/kafka-logs", "Directory of the log data, used when log.dirs is not set."),
     ConfigDef("log.dirs", _S, None, "Comma-separated directories of the log data; overrides log.dir."),
@@ -557,3 +593,29 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _table(
         for row in _BROKER_ROWS
     )
 )
+
+# A listener's own value of a config: listener.name.<listener>.<config>, and for SASL configs
+# per mechanism listener.name.<listener>.<mechanism>.<config> (Kafka's ListenerName.configPrefix
+# and saslMechanismConfigPrefix; listener and mechanism in lower case).
+LISTENER_PREFIX = "listener.name."
+
+
+def listener_config_name(listener: str, name: str, mechanism: str | None = None) -> str:
+    prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+    return f"{prefix}{mechanism.lower()}.{name}" if mechanism else prefix + name
+
+
+def broker_config_def(name: str) -> ConfigDef | None:
+    """The definition of a broker config key: its row, or for a listener's own value the row
+    of the config it sets; None for a key Kafka's brokers do not define."""
+    if name in BROKER_CONFIGS:
+        return BROKER_CONFIGS[name]
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    _, _, config = name[len(LISTENER_PREFIX):].partition(".")
+    if config in BROKER_CONFIGS:
+        return BROKER_CONFIGS[config]
+    _, _, sasl_config = config.partition(".")
+    if sasl_config.startswith("sasl.") and sasl_config in BROKER_CONFIGS:
+        return BROKER_CONFIGS[sasl_config]
+    return None

@@ -2,7 +2,11 @@
 
 A connection is accepted on one listener; when it is made it fixes the connection-level part
 of every request's context (``ConnectionContext``: that listener, its security protocol, the
-principal and the client's address), which the dispatcher gets with each frame.
+principal and the client's address), which the dispatcher gets with each frame. On a TLS
+listener the connection is made once the TLS handshake is done, and a client certificate
+gives the principal (``ListenerSecurity``). On a SASL listener the frames go to the
+connection's ``SaslAuthenticator`` until the client has authenticated, which sets the
+principal; a connection whose exchange failed is closed once its answer is written.
 
 Kafka clients pipeline requests and match responses by correlation id, but they also expect
 responses in the order of their requests on a connection, so a slow request (a long-poll
@@ -11,7 +15,9 @@ a slot is written to the socket once it and every slot before it are done.
 
 Backpressure: reading pauses while more than ``MAX_IN_FLIGHT_REQUESTS`` are pending or
 while the transport's write buffer is over its high-water mark, so a client that sends
-faster than it reads cannot grow the broker's memory without bound.
+faster than it reads cannot grow the broker's memory without bound; while the memory pool
+(``queued.max.request.bytes``) has no room for the request being received; and for the
+throttle time of a client over its quota (``mute``, KIP-219).
 
 A framing error (oversized frame, unparseable header, unknown API) closes this connection
 only, with a log line saying why; every other connection keeps being served. So does a
@@ -23,13 +29,18 @@ unexpected error it cannot map to an error code. Nothing a request does reaches 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
 from odradek.protocol.framing import FrameDecoder, FramingError
-from odradek.server.config import SecurityProtocol
-from odradek.server.request_context import ANONYMOUS, ConnectionContext
+from odradek.security.principal import ANONYMOUS
+from odradek.security.ssl_principal import NoMatchingRule
+from odradek.server.authenticator import AuthenticationClosed, SaslAuthenticator
+from odradek.server.listener_security import ListenerSecurity
+from odradek.server.memory_pool import SMALL_REQUEST_BYTES, MemoryPool
+from odradek.server.request_context import ConnectionContext
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +60,17 @@ class Connection(asyncio.Protocol):
         self,
         dispatch: Dispatcher,
         max_request_bytes: int,
-        listener: tuple[str, SecurityProtocol],
+        listener: ListenerSecurity,
         on_open: Callable[[Connection], str | None],
         on_close: Callable[[Connection], None],
+        memory_pool: MemoryPool | None = None,
     ) -> None:
-        """``listener`` is the (name, security protocol) of the listener that accepted it;
+        """``listener`` is the security of the listener that accepted it;
         ``on_open`` admits the connection or says why it is refused (a connection quota);
         ``on_close`` is called when an admitted connection is gone."""
         self._dispatch = dispatch
         self._listener = listener
+        self._authenticator: SaslAuthenticator | None = None
         self.context: ConnectionContext | None = None
         self._decoder = FrameDecoder(max_request_bytes)
         self._on_open = on_open
@@ -67,6 +80,11 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
         self._writing_paused = False
+        self._muted_until = 0.0  # loop time until which a quota holds the client back, or 0
+        self._memory_pool = memory_pool or MemoryPool(-1)
+        self._held = 0  # bytes of a request in progress, counted in the memory pool
+        self._waiting_for_memory = False
+        self.last_active = asyncio.get_running_loop().time()  # connections.max.idle.ms
         self.peer: tuple[str, int] | None = None
         self.peer_host = ""
         self.closed = asyncio.get_running_loop().create_future()
@@ -78,9 +96,17 @@ class Connection(asyncio.Protocol):
         self.peer = transport.get_extra_info("peername")
         # A socket reset before it was handed to us has no peer name any more.
         self.peer_host = self.peer[0] if self.peer else ""
-        # A PLAINTEXT listener authenticates nobody; it is the only kind served.
-        self.context = ConnectionContext(*self._listener, ANONYMOUS,
-                                         self.peer[:2] if self.peer else None)
+        listener = self._listener
+        try:
+            principal = (listener.tls_principal(transport.get_extra_info("ssl_object"))
+                         if listener.uses_tls else ANONYMOUS)
+        except NoMatchingRule as exc:
+            log.warning("refusing connection from %s: %s", self.peer, exc)
+            transport.abort()
+            return
+        self._authenticator = listener.authenticator()
+        self.context = ConnectionContext(listener.name, listener.protocol, principal,
+                                         self.peer[:2] if self.peer else None, self.mute)
         refusal = self._on_open(self)
         if refusal is not None:
             log.warning("refusing connection from %s: %s", self.peer, refusal)
@@ -89,18 +115,47 @@ class Connection(asyncio.Protocol):
         self._admitted = True
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = asyncio.get_running_loop().time()
         try:
             frames = self._decoder.feed(data)
         except FramingError as exc:
             self.abort(str(exc))
             return
+        if self._memory_pool.bounded:
+            self._count_held_memory()
         for frame in frames:
             if self._transport is None or self._transport.is_closing():
                 return
             self._submit(frame)
 
+    @property
+    def answering(self) -> bool:
+        """Whether requests received are still being answered."""
+        return bool(self._pending)
+
+    def _count_held_memory(self) -> None:
+        """queued.max.request.bytes: counts the bytes kept for the request in progress, and
+        stops reading while the pool has no room for more of them."""
+        pool = self._memory_pool
+        held = self._decoder.buffered
+        pool.adjust(held - self._held)
+        self._held = held
+        size = self._decoder.pending_frame_size
+        large = size is not None and size > SMALL_REQUEST_BYTES
+        if held and not pool.has_room(large) and not self._waiting_for_memory:
+            self._waiting_for_memory = True
+            pool.wait(self, large, self._memory_room)
+            self._update_reading()
+
+    def _memory_room(self) -> None:
+        self._waiting_for_memory = False
+        self._update_reading()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        self._memory_pool.forget(self)
+        self._memory_pool.adjust(-self._held)
+        self._held = 0
         for slot in self._pending:
             slot.cancel()
         self._pending.clear()
@@ -121,8 +176,8 @@ class Connection(asyncio.Protocol):
 
     def _submit(self, frame: bytes) -> None:
         try:
-            outcome = self._dispatch(frame, self.context)
-        except FramingError as exc:
+            outcome = self._outcome(frame)
+        except (FramingError, AuthenticationClosed) as exc:
             self.abort(str(exc))
             return
         except Exception as exc:
@@ -136,7 +191,7 @@ class Connection(asyncio.Protocol):
             return
         if not self._pending:
             if outcome is not None:
-                self._transport.writelines(outcome)
+                self._write(outcome)
             return
         slot = asyncio.get_running_loop().create_future()
         slot.set_result(outcome)
@@ -155,20 +210,63 @@ class Connection(asyncio.Protocol):
                 return
             response = slot.result()
             if response is not None:
-                transport.writelines(response)
+                self._write(response)
         self._update_reading()
+
+    def _outcome(self, frame: bytes) -> Outcome:
+        authenticator = self._authenticator
+        if authenticator is None:
+            return self._dispatch(frame, self.context)
+        if authenticator.intercepts(frame):
+            outcome = authenticator.receive(frame, lambda f: self._dispatch(f, self.context))
+            if outcome is None and authenticator.failed:  # a bare token failed: no answer
+                raise AuthenticationClosed("SASL authentication failed")
+            principal = authenticator.principal
+            if principal is not None and principal != self.context.principal:
+                self.context = dataclasses.replace(self.context, principal=principal)
+            return outcome
+        if authenticator.session_expired():
+            # KIP-368: past its session, a connection serves nothing but re-authentication.
+            raise AuthenticationClosed("the SASL session expired (connections.max.reauth.ms) "
+                                       "and the client did not re-authenticate")
+        return self._dispatch(frame, self.context)
+
+    def _write(self, response: Response) -> None:
+        transport = self._transport
+        transport.writelines(response)
+        self.last_active = asyncio.get_running_loop().time()
+        if self._authenticator is not None and self._authenticator.failed:
+            transport.close()  # after the answer: the exchange failed
 
     def _update_reading(self) -> None:
         transport = self._transport
         if transport is None:
             return
-        should_pause = self._writing_paused or len(self._pending) > MAX_IN_FLIGHT_REQUESTS
+        should_pause = (self._writing_paused or len(self._pending) > MAX_IN_FLIGHT_REQUESTS
+                        or self._waiting_for_memory or self._muted_until > 0)
         if should_pause and not self._reading_paused:
             transport.pause_reading()
             self._reading_paused = True
         elif not should_pause and self._reading_paused:
             transport.resume_reading()
             self._reading_paused = False
+
+    def mute(self, throttle_time_ms: int) -> None:
+        """Reads no request for ``throttle_time_ms`` (KIP-219: a client over its quota is
+        held back by the broker too, whatever it does with ``throttle_time``)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_time_ms / 1000
+        if until > self._muted_until:
+            self._muted_until = until
+            loop.call_at(until, self._unmute, until)
+        self._update_reading()
+
+    def _unmute(self, until: float) -> None:
+        # The timer may run a little before ``until`` (the loop's clock resolution), so the
+        # mute ends by this call, unless a longer one came since.
+        if self._muted_until == until:
+            self._muted_until = 0.0
+            self._update_reading()
 
     def abort(self, reason: str) -> None:
         """Closes this connection because of what the client sent, saying why in the log."""

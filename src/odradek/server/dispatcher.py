@@ -2,13 +2,15 @@
 
 The dispatcher binds every handler to the services it declares once, when it is built, and
 gives each request its :class:`RequestContext`: the connection's part, the request's header
-and size, and the client quotas that ``respond`` reads ``throttle_time`` from.
+and size, the client quotas that ``respond`` reads ``throttle_time`` from, and the
+authorizer handlers ask.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+import time
 from typing import Any
 
 from odradek.protocol.api import ApiKey
@@ -22,6 +24,7 @@ from odradek.protocol.framing import (
 from odradek.server.connection import Outcome, Response
 from odradek.server.handlers import Handler, bind, load_handlers
 from odradek.server.handlers.api_versions import unsupported_version_response
+from odradek.security.authorizer import AclAuthorizer
 from odradek.server.quotas import ClientQuotas
 from odradek.server.request_context import ConnectionContext, RequestContext
 from odradek.server.services import Services
@@ -30,8 +33,11 @@ log = logging.getLogger(__name__)
 
 
 class Dispatcher:
-    def __init__(self, services: Services, quotas: ClientQuotas) -> None:
+    def __init__(self, services: Services, quotas: ClientQuotas,
+                 authorizer: AclAuthorizer | None = None) -> None:
+        """``authorizer``: the ACL authorizer, None when none is configured."""
         self._quotas = quotas
+        self._authorizer = authorizer
         # Each API key's handler with its services bound.
         self.handlers: dict[ApiKey, Handler] = {
             key: bind(handler, services) for key, handler in load_handlers().items()}
@@ -47,18 +53,29 @@ class Dispatcher:
             # Kafka closes the connection here too: the body cannot be parsed, so no
             # well-formed error response can be built for it.
             raise InvalidRequestError(str(exc)) from None
-        outcome = self.handle(request, connection, len(frame))
+        ctx = self.context(request, connection, len(frame))
+        outcome = self.handlers[request.api_key](ctx, request.body)
         if inspect.isawaitable(outcome):
             return self._finish(request.correlation_id, outcome)
         if outcome is None:
+            # Nothing to carry a throttle time (acks=0 produce): the quotas still count the
+            # request, and the connection alone holds the client back (KIP-219).
+            throttle_time_ms, _ = self._quotas.throttle(ctx, None)
+            if throttle_time_ms:
+                ctx.throttle(throttle_time_ms)
             return None
         return encode_response_chunks(request.correlation_id, outcome)
+
+    def context(self, request: Request, connection: ConnectionContext,
+                size_in_bytes: int) -> RequestContext:
+        return RequestContext(request, connection, self._quotas, size_in_bytes, self._authorizer,
+                              time.monotonic())
 
     def handle(self, request: Request, connection: ConnectionContext, size_in_bytes: int) -> Any:
         """The handler's answer to a parsed request: its response, an awaitable of it, or
         None when nothing is sent."""
-        ctx = RequestContext(request, connection, self._quotas, size_in_bytes)
-        return self.handlers[request.api_key](ctx, request.body)
+        return self.handlers[request.api_key](self.context(request, connection, size_in_bytes),
+                                              request.body)
 
     async def _finish(self, correlation_id: int, pending: Any) -> Response | None:
         response = await pending

@@ -6,38 +6,30 @@ the principal it authenticated as and the client's address — is a :class:`Conn
 built once when the connection is made; each request adds its header, its body and its size
 on the wire. Handlers answer through :meth:`RequestContext.respond`, which is where every
 response gets its ``throttle_time`` from the client quotas: no handler decides it.
+
+Handlers ask :meth:`RequestContext.authorize` whether the principal may do an operation on a
+resource, as Kafka's ``AuthHelper`` does; with no authorizer configured
+(``authorizer.class.name`` empty) every request is authorized.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.api import ApiKey, response_class
 from odradek.protocol.framing import Request
 from odradek.protocol.messages import build, has_field
+from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.principal import KafkaPrincipal
 from odradek.server.config import SecurityProtocol
 
 if TYPE_CHECKING:
+    from odradek.security.authorizer import AclAuthorizer
     from odradek.server.quotas import ClientQuotas
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaPrincipal:
-    """Who a client is, as authorization and quotas see it ("User:alice")."""
-
-    type: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.type}:{self.name}"
-
-
-# Kafka's KafkaPrincipal.ANONYMOUS: the principal of every client of a PLAINTEXT listener,
-# which authenticates nobody.
-ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +41,8 @@ class ConnectionContext:
     principal: KafkaPrincipal
     # (host, port); None when the socket was reset before it was handed to the broker.
     client_address: tuple[str, int] | None
+    # Stops reading the connection for a throttle time in ms (KIP-219); None in tests.
+    mute: Callable[[int], None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +51,8 @@ class RequestContext:
     connection: ConnectionContext
     quotas: ClientQuotas
     size_in_bytes: int  # the request on the wire, which produce quotas count (KIP-13)
+    authorizer: AclAuthorizer | None = None  # None: no authorizer configured
+    received_at: float = 0.0  # monotonic seconds when handling began (request quotas)
 
     @property
     def api_key(self) -> ApiKey:
@@ -86,6 +82,40 @@ class RequestContext:
     def client_address(self) -> tuple[str, int] | None:
         return self.connection.client_address
 
+    @property
+    def client_host(self) -> str:
+        """The client's address as ACL hosts name it."""
+        return self.connection.client_address[0] if self.connection.client_address else ""
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType,
+                  name: str) -> bool:
+        """Whether the principal may do ``operation`` on the resource ``name`` of the type."""
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize(self.principal, self.client_host, operation,
+                                         resource_type, name)
+
+    def authorized_names(self, operation: AclOperation, resource_type: ResourceType,
+                         names: Iterable[str]) -> set[str]:
+        """Those of ``names`` the principal may do ``operation`` on."""
+        if self.authorizer is None:
+            return set(names)
+        return {name for name in names if self.authorize(operation, resource_type, name)}
+
+    def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Whether the principal may do ``operation`` on some resource of the type (KIP-679)."""
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize_by_resource_type(self.principal, self.client_host,
+                                                          operation, resource_type)
+
+    def throttle(self, throttle_time_ms: int) -> None:
+        """KIP-219: the broker, not only the client, holds back: the connection reads no
+        request for the throttle time, so a client that ignores ``throttle_time`` is held to
+        its quota too."""
+        if self.connection.mute is not None:
+            self.connection.mute(throttle_time_ms)
+
     def respond(self, **description: Any) -> Any:
         """Builds this request's response in the request's version (see protocol.messages),
         with the ``throttle_time`` the client quotas give it where the version has one."""
@@ -93,8 +123,9 @@ class RequestContext:
         if not has_field(cls, "throttle_time"):
             return build(cls, **description)
         response = build(cls, **(description | {"throttle_time": 0}))
-        throttle_time_ms = self.quotas.throttle_time_ms(self, response)
+        throttle_time_ms, response = self.quotas.throttle(self, response)
         if throttle_time_ms == 0:
             return response
+        self.throttle(throttle_time_ms)
         return dataclasses.replace(
             response, throttle_time=datetime.timedelta(milliseconds=throttle_time_ms))

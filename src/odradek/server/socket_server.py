@@ -4,8 +4,10 @@ As in Kafka's SocketServer, every listener of ``listeners`` accepts on its own s
 of them share the request path (one dispatcher) and the connection quotas:
 ``max.connections`` and ``max.connections.per.ip`` count connections across every listener.
 A connection remembers the listener that accepted it, so that its requests are answered with
-that listener's endpoints. Only PLAINTEXT is served: a listener whose security protocol is
-SSL or SASL is refused when the broker starts, before anything is bound.
+that listener's endpoints. Each listener's security (``ListenerSecurity``: its TLS context,
+its SASL mechanisms) is built before anything is bound, so a listener that cannot be served
+stops the broker at start with a message naming the config; ``reconfigure()`` builds them
+again after a dynamic config change.
 
 Lifecycle: ``bind()`` binds every listener without accepting, so that the ports bound for
 port 0 are known before the broker registers its endpoints; ``start_serving(dispatcher)``
@@ -17,16 +19,30 @@ from __future__ import annotations
 
 import asyncio
 
-from odradek.server.config import BrokerConfig, ConfigError, SecurityProtocol
+import logging
+
+from odradek.server.config import BrokerConfig, ConfigError
 from odradek.server.connection import Connection, Dispatcher
 from odradek.server.connection_quotas import ConnectionQuotas
+from odradek.server.listener_security import CredentialLookup, ListenerSecurity
+from odradek.server.memory_pool import MemoryPool
 
-SERVED_PROTOCOLS = frozenset({SecurityProtocol.PLAINTEXT})
+log = logging.getLogger(__name__)
+
+# A TLS client that connects and says nothing is dropped after this long.
+SSL_HANDSHAKE_TIMEOUT_SECONDS = 10.0
+# connections.max.idle.ms is checked a quarter of it apart, and at least this often.
+IDLE_CHECK_MAX_INTERVAL_SECONDS = 30.0
 
 
 class SocketServer:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, credentials: CredentialLookup) -> None:
+        """``credentials`` looks SCRAM users up in the metadata store."""
         self._config = config
+        self._credentials = credentials
+        self._listeners: dict[str, ListenerSecurity] = {}
+        self._memory_pool = MemoryPool(config.get("queued.max.request.bytes"))
+        self._idle_reaper: asyncio.Task | None = None
         self._connection_quotas = ConnectionQuotas(config.get)
         self._connections: set[Connection] = set()
         self._servers: dict[str, asyncio.base_events.Server] = {}
@@ -35,25 +51,28 @@ class SocketServer:
     async def bind(self) -> None:
         """Binds every listener, in the order of ``listeners``; accepts nothing yet."""
         protocols = self._config.listener_security_protocol_map
-        listeners = [(endpoint, protocols[endpoint.name]) for endpoint in self._config.listeners]
-        for endpoint, protocol in listeners:
-            if protocol not in SERVED_PROTOCOLS:
-                raise ConfigError(
-                    f"Listener {endpoint.name} uses security protocol {protocol}, which odradek "
-                    "does not serve: only PLAINTEXT listeners can be bound", "listeners")
+        endpoints = self._config.listeners
+        for endpoint in endpoints:
+            self._listeners[endpoint.name] = ListenerSecurity(
+                self._config, endpoint.name, protocols[endpoint.name], self._credentials)
         loop = asyncio.get_running_loop()
         max_request_bytes = self._config.get("socket.request.max.bytes")
         try:
-            for endpoint, protocol in listeners:
-                listener = (endpoint.name, protocol)
+            for endpoint in endpoints:
+                listener = self._listeners[endpoint.name]
+                tls = {"ssl": listener.ssl_context,
+                       "ssl_handshake_timeout": SSL_HANDSHAKE_TIMEOUT_SECONDS} \
+                    if listener.uses_tls else {}
                 self._servers[endpoint.name] = await loop.create_server(
                     # Called for each accepted connection, after start_serving set the dispatcher.
                     lambda listener=listener: Connection(
-                        self._dispatcher, max_request_bytes, listener, self._open, self._close),
+                        self._dispatcher, max_request_bytes, listener, self._open, self._close,
+                        self._memory_pool),
                     host=endpoint.host or None,
                     port=endpoint.port,
                     reuse_address=True,
                     start_serving=False,
+                    **tls,
                 )
         except OSError:  # the listeners bound before the one that failed are let go
             self.stop_accepting()
@@ -66,14 +85,41 @@ class SocketServer:
         return {name: server.sockets[0].getsockname()[:2]
                 for name, server in self._servers.items()}
 
+    def reconfigure(self) -> None:
+        """Reads every listener's security configs again (a dynamic config changed); a
+        listener whose new configs cannot be served keeps its current ones, with an error
+        in the log."""
+        for listener in self._listeners.values():
+            try:
+                listener.reconfigure()
+            except ConfigError as exc:
+                log.error("listener %s keeps its security configs: %s", listener.name, exc)
+
     async def start_serving(self, dispatcher: Dispatcher) -> None:
         self._dispatcher = dispatcher
         for server in self._servers.values():
             await server.start_serving()
+        self._idle_reaper = asyncio.get_running_loop().create_task(self._close_idle_connections())
 
     def stop_accepting(self) -> None:
         for server in self._servers.values():
             server.close()
+        if self._idle_reaper is not None:
+            self._idle_reaper.cancel()
+
+    async def _close_idle_connections(self) -> None:
+        """``connections.max.idle.ms``: a connection that received and sent nothing for that
+        long, with no request being answered, is closed, as Kafka's Selector closes it."""
+        loop = asyncio.get_running_loop()
+        while True:
+            idle_s = self._config.get("connections.max.idle.ms") / 1000
+            await asyncio.sleep(min(max(idle_s / 4, 0.05), IDLE_CHECK_MAX_INTERVAL_SECONDS))
+            quiet_since = loop.time() - idle_s
+            for connection in list(self._connections):
+                if not connection.answering and connection.last_active < quiet_since:
+                    log.debug("closing connection from %s: idle for more than %d ms",
+                              connection.peer, idle_s * 1000)
+                    connection.close()
 
     async def close_connections(self, drain_seconds: float) -> None:
         """Answers the requests already received (waiting at most ``drain_seconds``), then

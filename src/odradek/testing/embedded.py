@@ -25,7 +25,8 @@ from odradek.protocol.api import ApiKey
 from odradek.protocol.framing import Request
 from odradek.server.broker import Broker
 from odradek.server.config import BrokerConfig
-from odradek.server.request_context import ANONYMOUS, ConnectionContext
+from odradek.security.principal import ANONYMOUS
+from odradek.server.request_context import ConnectionContext
 
 T = TypeVar("T")
 
@@ -34,13 +35,15 @@ STARTUP_TIMEOUT_SECONDS = 10
 
 class EmbeddedBroker:
     def __init__(self, data_dir: Path, **configs: Any) -> None:
-        """``configs`` are broker configs with '_' for '.', e.g. ``num_partitions=3``."""
+        """``configs`` are broker configs with '_' for '.', e.g. ``num_partitions=3``; a key
+        that has a '.' is taken as it is (``**{"listener.name.sasl_ssl.ssl.client.auth": ...}``)."""
         self.data_dir = Path(data_dir)
         overrides = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "log.dirs": str(self.data_dir),
         }
-        overrides.update({k.replace("_", "."): str(v) for k, v in configs.items()})
+        overrides.update({k if "." in k else k.replace("_", "."): str(v)
+                          for k, v in configs.items()})
         self._overrides = overrides
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

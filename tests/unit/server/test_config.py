@@ -612,4 +612,28 @@ def test_config_defs_carry_kafkas_types():
     assert TOPIC_CONFIGS["min.cleanable.dirty.ratio"].type is ConfigType.DOUBLE
     assert BROKER_CONFIGS["offsets.topic.replication.factor"].type is ConfigType.SHORT
     assert BROKER_CONFIGS["log.retention.ms"].type is ConfigType.LONG
-    assert not any(d.sensitive for d in [*TOPIC_CONFIGS.values(), *BROKER_CONFIGS.values()])
+    assert not any(d.sensitive for d in TOPIC_CONFIGS.values())
+    # Kafka's PASSWORD configs: secrets, never described with their value
+    assert {name for name, d in BROKER_CONFIGS.items() if d.sensitive} == {
+        "ssl.keystore.password", "ssl.key.password", "ssl.keystore.key",
+        "ssl.keystore.certificate.chain", "ssl.truststore.password",
+        "ssl.truststore.certificates", "sasl.jaas.config"}
+
+
+def test_a_listeners_own_value_wins_over_the_brokers_from_any_layer():
+    config = BrokerConfig({
+        "ssl.client.auth": "requested",
+        "listener.name.internal.ssl.client.auth": "required",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": "jaas-for-plain",
+    })
+    assert config.listener_config("INTERNAL", "ssl.client.auth") == "required"
+    assert config.listener_config("EXTERNAL", "ssl.client.auth") == "requested"
+    assert config.listener_config("SASL_SSL", "sasl.jaas.config", "PLAIN") == "jaas-for-plain"
+    assert config.listener_config("SASL_SSL", "sasl.jaas.config", "SCRAM-SHA-256") is None
+    config.set_dynamic({"ssl.client.auth": "none"})
+    assert config.listener_config("INTERNAL", "ssl.client.auth") == "required"
+
+
+def test_a_listeners_own_value_is_checked_like_the_config_it_sets():
+    with pytest.raises(ConfigError, match="String must be one of: required, requested, none"):
+        BrokerConfig({"listener.name.ssl.ssl.client.auth": "sometimes"})

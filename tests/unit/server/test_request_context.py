@@ -19,7 +19,9 @@ from odradek.server.connection import Connection
 from odradek.server.dispatcher import Dispatcher
 from odradek.server.handlers import bind
 from odradek.server.quotas import ClientQuotas
-from odradek.server.request_context import ANONYMOUS, ConnectionContext, RequestContext
+from odradek.security.principal import ANONYMOUS
+from odradek.server.listener_security import ListenerSecurity
+from odradek.server.request_context import ConnectionContext, RequestContext
 from odradek.server.services import Services
 from odradek.testing import EmbeddedBroker
 
@@ -47,11 +49,12 @@ def minimal(cls: type, **overrides) -> object:
 
 class RecordingQuotas(ClientQuotas):
     def __init__(self) -> None:
+        super().__init__()
         self.calls: list[tuple[RequestContext, object]] = []
 
-    def throttle_time_ms(self, ctx: RequestContext, response: object) -> int:
+    def throttle(self, ctx: RequestContext, response: object) -> tuple[int, object]:
         self.calls.append((ctx, response))
-        return THROTTLE_MS
+        return THROTTLE_MS, response
 
 
 def context(api_key: ApiKey, version: int, quotas: ClientQuotas) -> RequestContext:
@@ -88,7 +91,9 @@ def test_a_connection_gives_every_request_its_listener_principal_and_address():
 
     async def connect_and_send() -> None:
         connection = Connection(lambda frame, client: seen.append(client), 1024,
-                                ("INTERNAL", SecurityProtocol.PLAINTEXT),
+                                ListenerSecurity(BrokerConfig(), "INTERNAL",
+                                                 SecurityProtocol.PLAINTEXT,
+                                                 lambda user, mechanism: None),
                                 on_open=lambda c: None, on_close=lambda c: None)
         connection.connection_made(Transport())
         frame = api_versions_request(3)

@@ -6,6 +6,14 @@ the transaction's markers will reach each of them. From v4 the request is the br
 (KIP-890): a batch of transactions, each either added or, with ``verify_only``, checked —
 a partition leader asks whether a transactional write belongs to the producer's ongoing
 transaction before taking it. Every partition of a transaction gets the same error.
+
+Who may ask (Kafka's ``KafkaApis.handleAddPartitionsToTxnRequest``): the brokers' form needs
+CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED for the whole request); a
+producer (up to v3) needs WRITE on its transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+on every partition, see ``txn_requests``) and WRITE on every topic it names. Internal topics
+are never a producer's to add (``__consumer_offsets`` joins through AddOffsetsToTxn). If any
+topic is refused, nothing is added: its partitions get TOPIC_AUTHORIZATION_FAILED and the
+others OPERATION_NOT_ATTEMPTED.
 """
 
 from __future__ import annotations
@@ -15,11 +23,15 @@ from collections.abc import Callable
 from kio.schema.errors import ErrorCode
 
 from odradek.coordinator.transaction import TransactionCoordinator
+from odradek.metadata.model import INTERNAL_TOPICS
 from odradek.protocol.api import ApiKey
 from odradek.protocol.topic_partition import TopicPartition
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
+from odradek.server.handlers.authorization import authorize_cluster
 from odradek.server.handlers.producer_fenced import fenced_as_known
+from odradek.server.handlers.txn_requests import producer_error
 
 BROKER_FORM_MIN_VERSION = 4
 PRODUCER_FENCED_MIN_VERSION = 2  # KIP-588
@@ -32,13 +44,20 @@ def handle_add_partitions_to_txn(ctx: RequestContext, request,
     if ctx.api_version < BROKER_FORM_MIN_VERSION:
         partitions = _partitions(request.v3_and_below_topics)
         completion: Completion[Errors] = Completion()
-        _add(transaction_coordinator, request.v3_and_below_transactional_id,
-             request.v3_and_below_producer_id, request.v3_and_below_producer_epoch,
-             partitions, False, completion)
+        refused = _producer_refusal(ctx, request.v3_and_below_transactional_id, partitions)
+        if refused is not None:
+            completion(refused)
+        else:
+            _add(transaction_coordinator, request.v3_and_below_transactional_id,
+                 request.v3_and_below_producer_id, request.v3_and_below_producer_epoch,
+                 partitions, False, completion)
         return completion.then(lambda errors: ctx.respond(
             results_by_topic_v3_and_below=_topic_results({
                 tp: fenced_as_known(error, ctx.api_version, PRODUCER_FENCED_MIN_VERSION)
                 for tp, error in errors.items()})))
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed,
+                           results_by_transaction=[])
     transactions = list(request.transactions)
     results: list[Errors | None] = [None] * len(transactions)
     batch: Completion[list[Errors]] = Completion()
@@ -59,6 +78,20 @@ def handle_add_partitions_to_txn(ctx: RequestContext, request,
         results_by_transaction=[
             {"transactional_id": txn.transactional_id, "topic_results": _topic_results(errors)}
             for txn, errors in zip(transactions, all_errors)]))
+
+
+def _producer_refusal(ctx: RequestContext, transactional_id: str,
+                      partitions: set[TopicPartition]) -> Errors | None:
+    """Each partition's error if the producer may not add them all; None if it may."""
+    refused = producer_error(ctx, transactional_id)
+    if refused is not ErrorCode.none:
+        return dict.fromkeys(partitions, refused)
+    writable = ctx.authorized_names(AclOperation.WRITE, ResourceType.TOPIC,
+                                    {tp.topic for tp in partitions} - INTERNAL_TOPICS)
+    if all(tp.topic in writable for tp in partitions):
+        return None
+    return {tp: ErrorCode.operation_not_attempted if tp.topic in writable
+            else ErrorCode.topic_authorization_failed for tp in partitions}
 
 
 def _partitions(topics) -> set[TopicPartition]:

@@ -24,14 +24,14 @@ from odradek.server.handlers.config_resources import (
 @handles(ApiKey.ALTER_CONFIGS)
 async def handle_alter_configs(ctx: RequestContext, request, metadata: MetadataStore,
                                config: BrokerConfig) -> object:
-    return await alter_each(ctx, request, functools.partial(_alter, metadata, config))
+    return await alter_each(ctx, request, functools.partial(_alter, ctx, metadata, config))
 
 
-async def _alter(store: MetadataStore, config: BrokerConfig, resource, repeated,
-                 validate_only: bool) -> None:
+async def _alter(ctx: RequestContext, store: MetadataStore, config: BrokerConfig, resource,
+                 repeated, validate_only: bool) -> None:
     check_once(resource, repeated)
     check_entries([c.name for c in resource.configs],
                   [c.name for c in resource.configs if c.value is None])
     overrides = {c.name: c.value for c in resource.configs}
-    await alter_resource(store, config, resource, lambda _current: dict(overrides),
+    await alter_resource(ctx, store, config, resource, lambda _current: dict(overrides),
                          validate_only)

@@ -11,6 +11,12 @@ Kafka 3.9 checks an alteration in two steps, and the step decides the error code
   unknown key INVALID_CONFIG as it is, and a bad value INVALID_CONFIG prefixed with the
   resource ("Invalid config value for resource ConfigResource(type=TOPIC, name='t'): ...").
 
+Authorization (KafkaApis, ConfigHelper): a topic's configs are authorized on the topic, the
+broker's (and its loggers') on the cluster; DESCRIBE_CONFIGS to describe them, ALTER_CONFIGS
+to alter them, else TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED for that
+resource alone. An alteration is authorized after preprocessing, before persisting: a broker
+change is validated whoever asks, a topic is not looked at for a client that may not.
+
 Not a handler module: it registers nothing.
 """
 
@@ -24,6 +30,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from kio.schema.errors import ErrorCode
 
 from odradek.metadata.store import MetadataStore
+from odradek.security.acl import AclOperation
+from odradek.security.acl import ResourceType as AclResourceType
 from odradek.server.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
@@ -32,6 +40,7 @@ from odradek.server.config import (
 )
 from odradek.server.handlers import RequestContext
 from odradek.server.handlers.api_error import ApiError
+from odradek.server.handlers.authorization import authorize_cluster
 
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")
 
@@ -54,6 +63,31 @@ class ResourceType(enum.IntEnum):
             return cls(value)
         except ValueError:
             return cls.UNKNOWN
+
+
+def authorization_error(ctx: RequestContext, operation: AclOperation,
+                        resource) -> ErrorCode | None:
+    """The error of a client that may not do ``operation`` (DESCRIBE_CONFIGS or
+    ALTER_CONFIGS) on the resource's configs; None when it may, or when the type is not one
+    the broker serves (its own check answers)."""
+    match ResourceType.of(resource.resource_type):
+        case ResourceType.TOPIC:
+            if ctx.authorize(operation, AclResourceType.TOPIC, resource.resource_name):
+                return None
+            return ErrorCode.topic_authorization_failed
+        case ResourceType.BROKER | ResourceType.BROKER_LOGGER | ResourceType.CLIENT_METRICS:
+            if authorize_cluster(ctx, operation):
+                return None
+            return ErrorCode.cluster_authorization_failed
+    return None
+
+
+def check_alter_authorized(ctx: RequestContext, resource) -> None:
+    """Raises the resource's authorization error, without a message as Kafka's alterations
+    answer it, unless the client may ALTER_CONFIGS it."""
+    error = authorization_error(ctx, AclOperation.ALTER_CONFIGS, resource)
+    if error is not None:
+        raise ApiError(error)
 
 
 def resource_result(error: ApiError, resource) -> dict:
@@ -115,9 +149,10 @@ async def alter_topic(store: MetadataStore, config: BrokerConfig, name: str,
         await store.set_topic_configs(name, overrides)
 
 
-async def alter_broker(store: MetadataStore, config: BrokerConfig, name: str,
-                       alteration: Alteration, validate_only: bool) -> None:
+async def alter_broker(ctx: RequestContext, store: MetadataStore, config: BrokerConfig,
+                       resource, alteration: Alteration, validate_only: bool) -> None:
     """Resource "<node id>": this broker's dynamic configs; "": every broker's defaults."""
+    name = resource.resource_name
     per_broker = bool(name)
     if per_broker and broker_id(name, "Node") != config.node_id:
         raise ApiError(ErrorCode.invalid_request,
@@ -130,18 +165,20 @@ async def alter_broker(store: MetadataStore, config: BrokerConfig, name: str,
         config.validate_dynamic(overrides, per_broker=per_broker)
     except ConfigError as exc:
         raise ApiError(ErrorCode.invalid_request, str(exc)) from None
+    check_alter_authorized(ctx, resource)
     if not validate_only:
         await store.set_broker_configs(overrides, cluster_default=not per_broker)
 
 
-async def alter_resource(store: MetadataStore, config: BrokerConfig, resource,
-                         alteration: Alteration, validate_only: bool) -> None:
+async def alter_resource(ctx: RequestContext, store: MetadataStore, config: BrokerConfig,
+                         resource, alteration: Alteration, validate_only: bool) -> None:
     """Applies ``alteration`` to a topic or broker resource, or raises its ApiError."""
     match ResourceType.of(resource.resource_type):
         case ResourceType.TOPIC:
+            check_alter_authorized(ctx, resource)
             await alter_topic(store, config, resource.resource_name, alteration, validate_only)
         case ResourceType.BROKER:
-            await alter_broker(store, config, resource.resource_name, alteration, validate_only)
+            await alter_broker(ctx, store, config, resource, alteration, validate_only)
         case _:
             raise ApiError(ErrorCode.invalid_request,
                            f"Unknown resource type {resource.resource_type}")

@@ -2,7 +2,8 @@
 
 Checked as Kafka 3.9's ZooKeeper-mode broker does (KafkaApis.handleCreatePartitionsRequest,
 ZkAdminManager.createPartitions, AdminZkClient.createNewPartitionsAssignment), with its
-messages: a topic named twice, an unknown topic, a count that is not an increase, then an
+messages: a topic named twice, a topic the client may not ALTER (TOPIC_AUTHORIZATION_FAILED,
+whether or not it exists), an unknown topic, a count that is not an increase, then an
 explicit assignment for the new partitions (known brokers, one list per new partition, no
 empty or duplicate lists, the replication factor of partition 0). ``validate_only`` checks
 and changes nothing. The metadata store's event makes the broker create the new logs.
@@ -18,6 +19,7 @@ from odradek.metadata.model import TopicMetadata
 from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.api_error import ApiError, check_new_partitions, completion_error
 
@@ -27,6 +29,7 @@ async def handle_create_partitions(ctx: RequestContext, request,
                                    metadata: MetadataStore) -> object:
     timeout_ms = millis(request.timeout)
     occurrences = Counter(topic.name for topic in request.topics)
+    alterable = ctx.authorized_names(AclOperation.ALTER, ResourceType.TOPIC, occurrences)
     results = {}
     for topic in request.topics:
         if topic.name in results:
@@ -34,6 +37,9 @@ async def handle_create_partitions(ctx: RequestContext, request,
         try:
             if occurrences[topic.name] > 1:
                 raise ApiError(ErrorCode.invalid_request, "Duplicate topic in request.")
+            if topic.name not in alterable:
+                raise ApiError(ErrorCode.topic_authorization_failed,
+                               "The topic authorization is failed.")
             error = await _create_partitions(metadata, topic, request.validate_only, timeout_ms)
             results[topic.name] = {"name": topic.name, "error_code": error, "error_message": None}
         except ApiError as exc:

@@ -5,7 +5,8 @@ The checks, in Kafka's order (KafkaApis.handleCreateTopicsRequest, then per topi
 ZkAdminManager.createTopics, AdminUtils.assignReplicasToBrokers and
 AdminZkClient.validateTopicCreate), each answering for its topic only:
 
-1. ``__cluster_metadata`` may not be created; a name given twice fails both entries;
+1. ``__cluster_metadata`` may not be created; a name given twice fails both entries; CREATE
+   on the cluster, else on the topic, is needed (TOPIC_AUTHORIZATION_FAILED);
 2. the topic exists; a config has a null value; partitions or replication factor are given
    together with an explicit assignment;
 3. the partition count and replication factor (-1 takes ``num.partitions`` and
@@ -17,7 +18,10 @@ AdminZkClient.validateTopicCreate), each answering for its topic only:
 the partition count, replication factor and the topic's configs as DescribeConfigs would
 show them; Kafka fills them in for validate_only too and clears them on any error, including
 the REQUEST_TIMED_OUT of a topic created by a request with a zero timeout (see
-:func:`~odradek.server.handlers.api_error.completion_error`).
+:func:`~odradek.server.handlers.api_error.completion_error`). They, and the topic id, are
+shown only to a client that may DESCRIBE_CONFIGS the topic; to another, the result's
+``topic_config_error_code`` is TOPIC_AUTHORIZATION_FAILED instead (cleared with the configs
+when the creation itself fails), as Kafka's ``handleCreateTopicsRequest`` answers.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from odradek.metadata.model import InvalidTopicError, validate_topic_name
 from odradek.metadata.store import MetadataStore, TopicExistsError
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.config import (
     BrokerConfig,
     ConfigError,
@@ -38,6 +43,7 @@ from odradek.server.config import (
 )
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.api_error import ApiError, check_new_partitions, completion_error
+from odradek.server.handlers.authorization import authorize_cluster
 
 # CreateTopicsRequest.NO_NUM_PARTITIONS / NO_REPLICATION_FACTOR (KIP-464): broker defaults.
 NO_NUM_PARTITIONS = -1
@@ -51,23 +57,41 @@ async def handle_create_topics(ctx: RequestContext, request, metadata: MetadataS
                                config: BrokerConfig) -> object:
     timeout_ms = millis(request.timeout)
     occurrences = Counter(topic.name for topic in request.topics)
+    names = set(occurrences) - {CLUSTER_METADATA_TOPIC}
+    creatable = (names if authorize_cluster(ctx, AclOperation.CREATE)
+                 else ctx.authorized_names(AclOperation.CREATE, ResourceType.TOPIC, names))
+    # Topics whose configs the client may not see (nor their layout and id).
+    hidden = names - ctx.authorized_names(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                                          names)
     results = []
     for topic in request.topics:
         try:
-            if topic.name == CLUSTER_METADATA_TOPIC:
-                raise ApiError(ErrorCode.invalid_request,
-                               f"Creation of internal topic {topic.name} is prohibited.")
-            if occurrences[topic.name] > 1:
-                raise ApiError(ErrorCode.invalid_request, "Found multiple entries for this topic.")
+            _check_request(topic.name, occurrences, creatable)
+        except ApiError as error:
+            results.append(_failed(topic.name, error.error_code, error.message,
+                                   hidden=topic.name in hidden))
+            continue
+        try:
             results.append(await _create(metadata, config, topic, request.validate_only,
-                                         timeout_ms))
+                                         timeout_ms, hidden=topic.name in hidden))
         except ApiError as error:
             results.append(_failed(topic.name, error.error_code, error.message))
     return ctx.respond(topics=results)
 
 
+def _check_request(name: str, occurrences: Counter, creatable: set[str]) -> None:
+    """KafkaApis' checks of a topic's entry, before the topic is looked at."""
+    if name == CLUSTER_METADATA_TOPIC:
+        raise ApiError(ErrorCode.invalid_request,
+                       f"Creation of internal topic {name} is prohibited.")
+    if occurrences[name] > 1:
+        raise ApiError(ErrorCode.invalid_request, "Found multiple entries for this topic.")
+    if name not in creatable:
+        raise ApiError(ErrorCode.topic_authorization_failed, "Authorization failed.")
+
+
 async def _create(store: MetadataStore, config: BrokerConfig, topic, validate_only: bool,
-                  timeout_ms: int) -> dict:
+                  timeout_ms: int, *, hidden: bool) -> dict:
     if store.topic(topic.name) is not None:
         raise ApiError(ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists.")
     nulls = [c.name for c in topic.configs if c.value is None]
@@ -103,10 +127,12 @@ async def _create(store: MetadataStore, config: BrokerConfig, topic, validate_on
         except TopicExistsError:
             raise ApiError(ErrorCode.topic_already_exists,
                            f"Topic '{topic.name}' already exists.") from None
-        topic_id = created.topic_id
+        topic_id = None if hidden else created.topic_id
         error = completion_error(timeout_ms)
         if error is not ErrorCode.none:
             return _failed(topic.name, error, None, topic_id)
+    if hidden:
+        return _failed(topic.name, ErrorCode.none, None, hidden=True)
     return {
         "name": topic.name,
         "topic_id": topic_id,
@@ -114,6 +140,7 @@ async def _create(store: MetadataStore, config: BrokerConfig, topic, validate_on
         "error_message": None,
         "num_partitions": num_partitions,
         "replication_factor": replication_factor,
+        "topic_config_error_code": ErrorCode.none,
         "configs": [
             {"name": e.name, "value": e.value, "read_only": e.read_only,
              "config_source": e.source, "is_sensitive": e.sensitive}
@@ -185,6 +212,11 @@ def _validate_assignment(assignment: dict[int, list[int]], live_brokers: list[in
                                "but no such broker is registered.")
 
 
-def _failed(name: str, error: ErrorCode, message: str | None, topic_id=None) -> dict:
+def _failed(name: str, error: ErrorCode, message: str | None, topic_id=None, *,
+            hidden: bool = False) -> dict:
+    """A result without the topic's layout and configs: failed, or ``hidden`` from the
+    client."""
     return {"name": name, "topic_id": topic_id, "error_code": error, "error_message": message,
-            "num_partitions": -1, "replication_factor": -1, "configs": []}
+            "num_partitions": -1, "replication_factor": -1, "configs": [],
+            "topic_config_error_code": (ErrorCode.topic_authorization_failed if hidden
+                                        else ErrorCode.none)}

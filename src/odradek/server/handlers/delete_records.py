@@ -2,8 +2,10 @@
 
 Records below the new log start offset are no longer readable (a consumer starting from the
 earliest offset starts there) and segments wholly below it are deleted. Per partition, as
-Kafka 3.9 (ReplicaManager.deleteRecordsOnLocalLog, Partition.deleteRecordsOnLeader):
+Kafka 3.9 (KafkaApis.handleDeleteRecordsRequest, ReplicaManager.deleteRecordsOnLocalLog,
+Partition.deleteRecordsOnLeader):
 
+* without DELETE on the topic, TOPIC_AUTHORIZATION_FAILED, whether or not it exists;
 * an unknown partition is UNKNOWN_TOPIC_OR_PARTITION, one not led here NOT_LEADER_OR_FOLLOWER;
 * internal topics are refused with INVALID_TOPIC_EXCEPTION;
 * a topic whose ``cleanup.policy`` lacks ``delete`` is a POLICY_VIOLATION;
@@ -27,6 +29,7 @@ from odradek.protocol.messages import millis
 from odradek.protocol.topic_partition import TopicPartition
 from odradek.replication.delayed_produce import DeleteRecordsPartitionStatus
 from odradek.replication.replica_manager import ReplicaManager
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
 
@@ -38,7 +41,10 @@ def handle_delete_records(ctx: RequestContext, request, metadata: MetadataStore,
                           replica_manager: ReplicaManager) -> object:
     wanted = [(TopicPartition(topic.name, p.partition_index), p.offset)
               for topic in request.topics for p in topic.partitions]
-    refused = [_metadata_error(metadata, tp) for tp, _ in wanted]
+    deletable = ctx.authorized_names(AclOperation.DELETE, ResourceType.TOPIC,
+                                     {topic.name for topic in request.topics})
+    refused = [_metadata_error(metadata, tp) if tp.topic in deletable
+               else ErrorCode.topic_authorization_failed for tp, _ in wanted]
     completion: Completion[list[DeleteRecordsPartitionStatus]] = Completion()
     replica_manager.delete_records(
         [entry for entry, error in zip(wanted, refused) if error is ErrorCode.none],
@@ -48,7 +54,7 @@ def handle_delete_records(ctx: RequestContext, request, metadata: MetadataStore,
 
 def _response(ctx: RequestContext, request, refused: list[ErrorCode],
               deleted: Iterator[DeleteRecordsPartitionStatus]) -> object:
-    """The answers in request order: the metadata's refusal, or the next deletion's."""
+    """The answers in request order: the refusal, or the next deletion's."""
     errors = iter(refused)
     return ctx.respond(topics=[
         {"name": topic.name,

@@ -5,6 +5,10 @@ topic fails (INVALID_REQUEST before v3, TOPIC_DELETION_DISABLED after); an entry
 name and an id fails the whole request with INVALID_REQUEST; an id nobody has is
 UNKNOWN_TOPIC_ID and a name nobody has UNKNOWN_TOPIC_OR_PARTITION. The metadata store's
 event makes the broker delete the logs and every group's committed offsets of the topic.
+
+Authorization comes before whether a named topic exists: DELETE on the topic is needed, else
+TOPIC_AUTHORIZATION_FAILED; a topic given by id whose name the client may not DESCRIBE is
+answered so without its name (the id is not secret, the name is).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from odradek.metadata.store import MetadataStore, UnknownTopicError
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.config import BrokerConfig
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.api_error import completion_error
@@ -41,19 +46,33 @@ async def handle_delete_topics(ctx: RequestContext, request, metadata: MetadataS
         # fails every entry of the request with INVALID_REQUEST and no message.
         return _respond(ctx, [_result(name, topic_id, ErrorCode.invalid_request)
                               for name, topic_id in wanted])
+    # Names for ids; None for an id nobody has.
+    resolved = [(name if topic_id is None else _name_of(metadata, topic_id), topic_id)
+                for name, topic_id in wanted]
+    names = {name for name, _ in resolved if name is not None}
+    describable = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    deletable = ctx.authorized_names(AclOperation.DELETE, ResourceType.TOPIC, names)
     outcome: dict[str, ErrorCode] = {}  # a topic named twice is deleted once, answered twice
     results = []
-    for name, topic_id in wanted:
-        if topic_id is not None:
-            topic = metadata.topic_by_id(topic_id)
-            if topic is None:
-                results.append(_result(None, topic_id, ErrorCode.unknown_topic_id))
-                continue
-            name = topic.name
+    for name, topic_id in resolved:
+        if topic_id is not None and name is None:
+            results.append(_result(None, topic_id, ErrorCode.unknown_topic_id))
+            continue
+        if topic_id is not None and name not in describable:
+            results.append(_result(None, topic_id, ErrorCode.topic_authorization_failed))
+            continue
+        if name not in deletable:
+            results.append(_result(name, topic_id, ErrorCode.topic_authorization_failed))
+            continue
         if name not in outcome:
             outcome[name] = await _delete(metadata, name, millis(request.timeout))
         results.append(_result(name, topic_id, outcome[name]))
     return _respond(ctx, results)
+
+
+def _name_of(store: MetadataStore, topic_id) -> str | None:
+    topic = store.topic_by_id(topic_id)
+    return None if topic is None else topic.name
 
 
 async def _delete(store: MetadataStore, name: str, timeout_ms: int) -> ErrorCode:

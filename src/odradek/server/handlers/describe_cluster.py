@@ -5,6 +5,9 @@ endpoints only, with Kafka's errors and messages (AuthHelper.computeDescribeClus
 Brokers are described by their endpoints on the client's listener, as in Metadata. A
 controller id that is not among the brokers listed is sent as -1, as Kafka does, so that a
 client never looks for a node it cannot reach.
+
+Anyone may describe the cluster, as in Kafka; only its authorized operations (KIP-430) are
+authorized: when asked for, they are 0 without DESCRIBE on the cluster.
 """
 
 from __future__ import annotations
@@ -16,7 +19,11 @@ from kio.schema.errors import ErrorCode
 from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
 from odradek.server.handlers import RequestContext, handles
-from odradek.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, listener_brokers
+from odradek.server.handlers.authorization import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    cluster_authorized_operations,
+)
+from odradek.server.handlers.metadata import listener_brokers
 
 NO_CONTROLLER = -1
 
@@ -51,7 +58,8 @@ def handle_describe_cluster(ctx: RequestContext, request, metadata: MetadataStor
         controller_id=controller,
         brokers=[{"broker_id": b.node_id, "host": e.host, "port": e.port, "rack": b.rack}
                  for b, e in brokers],
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=cluster_authorized_operations(
+            ctx, request.include_cluster_authorized_operations),
     )
 
 

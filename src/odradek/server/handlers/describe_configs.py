@@ -9,6 +9,11 @@ and documentation (v3+) only when asked for.
   config; another id is INVALID_REQUEST;
 * BROKER_LOGGER (KIP-412): the broker's loggers and their effective levels; here Python's
   loggers, with log4j's names for the levels.
+
+Each resource needs DESCRIBE_CONFIGS first, on the topic or on the cluster (see
+:mod:`~odradek.server.handlers.config_resources`), else it is answered
+TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED with the error's message and no
+configs, whether or not the topic exists.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from odradek.metadata.model import InvalidTopicError, validate_topic_name
 from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
+from odradek.security.acl import AclOperation
 from odradek.server.config import (
     BrokerConfig,
     ConfigEntry,
@@ -29,7 +35,12 @@ from odradek.server.config import (
 )
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.api_error import ApiError
-from odradek.server.handlers.config_resources import ResourceType, broker_id
+from odradek.server.handlers.authorization import AUTHORIZATION_FAILED_MESSAGES
+from odradek.server.handlers.config_resources import (
+    ResourceType,
+    authorization_error,
+    broker_id,
+)
 
 # Python's levels under log4j's names, which are what Kafka's tools expect.
 LOG4J_LEVELS = {
@@ -46,15 +57,19 @@ ROOT_LOGGER = "root"  # log4j's name for the root logger
 def handle_describe_configs(ctx: RequestContext, request, metadata: MetadataStore,
                             config: BrokerConfig) -> object:
     documentation = getattr(request, "include_documentation", False)
-    results = [_describe(metadata, config, resource, request.include_synonyms, documentation)
+    results = [_describe(ctx, metadata, config, resource, request.include_synonyms,
+                         documentation)
                for resource in request.resources]
     return ctx.respond(results=results)
 
 
-def _describe(store: MetadataStore, config: BrokerConfig, resource, synonyms: bool,
-              documentation: bool) -> dict:
+def _describe(ctx: RequestContext, store: MetadataStore, config: BrokerConfig, resource,
+              synonyms: bool, documentation: bool) -> dict:
     names = resource.configuration_keys or None
     try:
+        refused = authorization_error(ctx, AclOperation.DESCRIBE_CONFIGS, resource)
+        if refused is not None:
+            raise ApiError(refused, AUTHORIZATION_FAILED_MESSAGES[refused])
         configs = [_config(entry, synonyms, documentation)
                    for entry in _entries(store, config, resource, names)]
         error = ApiError(ErrorCode.none)

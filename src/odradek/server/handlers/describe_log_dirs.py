@@ -6,7 +6,8 @@ requested partitions is there is left out), each partition's size in bytes and i
 lag, which is how far its log end offset is behind the high watermark: 0 for a leader.
 From v4 (KIP-827) a dir also carries its file system's total and usable bytes. A dir that
 is offline (it failed, see ``LogManager``) or cannot be read answers KAFKA_STORAGE_ERROR
-alone.
+alone. Without DESCRIBE on the cluster the answer is CLUSTER_AUTHORIZATION_FAILED and no
+log dir (``KafkaApis.handleDescribeLogDirsRequest``).
 """
 
 from __future__ import annotations
@@ -17,12 +18,16 @@ from odradek.protocol.api import ApiKey
 from odradek.protocol.topic_partition import TopicPartition
 from odradek.replication.log_dirs import LogDirDescription
 from odradek.replication.replica_manager import ReplicaManager
+from odradek.security.acl import AclOperation
 from odradek.server.handlers import RequestContext, handles
+from odradek.server.handlers.authorization import authorize_cluster
 
 
 @handles(ApiKey.DESCRIBE_LOG_DIRS)
 def handle_describe_log_dirs(ctx: RequestContext, request,
                              replica_manager: ReplicaManager) -> object:
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, results=[])
     wanted = None
     if request.topics is not None:
         wanted = {TopicPartition(t.topic, p) for t in request.topics for p in t.partitions}

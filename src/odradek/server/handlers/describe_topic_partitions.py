@@ -11,6 +11,11 @@ fails every topic of the request with INVALID_REQUEST.
 
 Partitions are described as Metadata describes them; odradek has no eligible leader
 replicas (KIP-966's ELR), so both ELR lists are empty.
+
+Authorization, as Kafka's handler: a topic the client may not DESCRIBE is passed over as if
+it were not there (it never takes room in the page nor becomes the cursor); when it was
+named, it is answered TOPIC_AUTHORIZATION_FAILED after the topics described, whether or not
+it exists. Every topic described carries its authorized operations (KIP-430).
 """
 
 from __future__ import annotations
@@ -20,8 +25,13 @@ from kio.schema.errors import ErrorCode
 from odradek.metadata.model import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
 from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.handlers import RequestContext, handles
-from odradek.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, describe_topic
+from odradek.server.handlers.authorization import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    authorized_operations,
+)
+from odradek.server.handlers.metadata import describe_topic
 
 # Kafka's max.request.partition.size.limit default: the most partitions one response holds.
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
@@ -45,27 +55,35 @@ def handle_describe_topic_partitions(ctx: RequestContext, request,
         ])
     remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, request.response_partition_limit), 1)
     topics = []
+    refused = []
     next_cursor = None
     for name in names:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            if not every_topic:
+                refused.append(_topic_error(name, ErrorCode.topic_authorization_failed,
+                                            is_internal=False))
+            continue
         if remaining == 0:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
         topic = metadata.topic(name)
+        operations = authorized_operations(ctx, ResourceType.TOPIC, name)
         if topic is None:
             if not every_topic:
                 topics.append(_topic_error(name, _missing_topic_error(name),
-                                           is_internal=name in INTERNAL_TOPICS))
+                                           is_internal=name in INTERNAL_TOPICS,
+                                           authorized_operations=operations))
             continue
         start = cursor.partition_index if name == cursor_topic and cursor is not None else 0
         end = min(len(topic.partitions), start + remaining)
-        described = describe_topic(topic)
+        described = describe_topic(topic, operations)
         described["partitions"] = [p | NO_ELR for p in described["partitions"][start:end]]
         topics.append(described)
         if end < len(topic.partitions):
             next_cursor = {"topic_name": name, "partition_index": end}
             break
         remaining -= len(described["partitions"])
-    return ctx.respond(topics=topics, next_cursor=next_cursor)
+    return ctx.respond(topics=topics + refused, next_cursor=next_cursor)
 
 
 def _missing_topic_error(name: str) -> ErrorCode:
@@ -76,7 +94,8 @@ def _missing_topic_error(name: str) -> ErrorCode:
     return ErrorCode.unknown_topic_or_partition
 
 
-def _topic_error(name: str, error: ErrorCode, *, is_internal: bool) -> dict:
+def _topic_error(name: str, error: ErrorCode, *, is_internal: bool,
+                 authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> dict:
     return {"error_code": error, "name": name, "topic_id": None,
             "is_internal": is_internal, "partitions": [],
-            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+            "topic_authorized_operations": authorized_operations}

@@ -9,6 +9,9 @@ ELECTION_NOT_NEEDED when it already has the leader asked for,
 PREFERRED_LEADER_NOT_AVAILABLE or ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica qualifies.
 All partitions (``topic_partitions`` null) means every partition of the cluster. A single
 broker leads everything it hosts: no election is ever needed there.
+
+It needs ALTER on the cluster, checked first (``KafkaApis.handleElectLeaders``): without
+it the request and each partition it names fail with CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -18,13 +21,20 @@ from kio.schema.errors import ErrorCode
 from odradek.controller.controller import Controller, ElectionType, NotController
 from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
+from odradek.security.acl import AclOperation
 from odradek.server.handlers import RequestContext, handles
+from odradek.server.handlers.authorization import authorize_cluster
 
 
 @handles(ApiKey.ELECT_LEADERS)
 async def handle_elect_leaders(ctx: RequestContext, request, metadata: MetadataStore,
                                controller: Controller | None) -> object:
     election_type = ElectionType(getattr(request, "election_type", ElectionType.PREFERRED))
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        refused = ErrorCode.cluster_authorization_failed
+        return _respond(ctx, refused, {
+            (entry.topic, partition): (refused, None)
+            for entry in request.topic_partitions or () for partition in entry.partitions})
     if request.topic_partitions is None:
         wanted = [(topic.name, state.partition) for topic in metadata.topics().values()
                   for state in topic.partitions]
@@ -40,11 +50,16 @@ async def handle_elect_leaders(ctx: RequestContext, request, metadata: MetadataS
         except NotController:
             return ctx.respond(error_code=ErrorCode.not_controller,
                                replica_election_results=[])
+    return _respond(ctx, ErrorCode.none, results)
+
+
+def _respond(ctx: RequestContext, error: ErrorCode,
+             results: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> object:
     by_topic: dict[str, list[dict]] = {}
-    for (topic, partition), (error, message) in results.items():
+    for (topic, partition), (partition_error, message) in results.items():
         by_topic.setdefault(topic, []).append(
-            {"partition_id": partition, "error_code": error, "error_message": message})
-    return ctx.respond(error_code=ErrorCode.none, replica_election_results=[
+            {"partition_id": partition, "error_code": partition_error, "error_message": message})
+    return ctx.respond(error_code=error, replica_election_results=[
         {"topic": topic, "partition_result": partitions}
         for topic, partitions in by_topic.items()])
 

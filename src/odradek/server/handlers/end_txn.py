@@ -4,7 +4,8 @@ The coordinator writes PREPARE_COMMIT or PREPARE_ABORT to ``__transaction_state`
 answers; the markers then go to every partition of the transaction, and COMPLETE_COMMIT or
 COMPLETE_ABORT follows. From v5 (transactions v2, KIP-890) every end bumps the producer's
 epoch, and the answer carries the producer id and epoch to use next, so that a write of
-the ended transaction arriving late is refused as coming from an older epoch.
+the ended transaction arriving late is refused as coming from an older epoch. Needs WRITE
+on the transactional id (see ``txn_requests``): refused, the transaction is left as it is.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from odradek.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.producer_fenced import fenced_as_known
+from odradek.server.handlers.txn_requests import producer_error
 
 TRANSACTIONS_V2_MIN_VERSION = 5
 PRODUCER_FENCED_MIN_VERSION = 2  # KIP-588
@@ -25,6 +27,10 @@ PRODUCER_FENCED_MIN_VERSION = 2  # KIP-588
 @handles(ApiKey.END_TXN)
 def handle_end_txn(ctx: RequestContext, request,
                    transaction_coordinator: TransactionCoordinator) -> object:
+    refused = producer_error(ctx, request.transactional_id)
+    if refused is not ErrorCode.none:
+        return ctx.respond(error_code=refused, producer_id=NO_PRODUCER_ID,
+                           producer_epoch=NO_PRODUCER_EPOCH)
     completion: Completion[tuple[ErrorCode, int, int]] = Completion()
     transaction_coordinator.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch,

@@ -11,9 +11,18 @@ than its limits (KIP-74).
 Fetch sessions (KIP-227) are refused the way the protocol allows: every response carries
 session id 0, which tells the client no session was created and it keeps sending full
 fetch requests; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+
+Authorization, as Kafka's ``KafkaApis.handleFetchRequest``: a consumer needs READ on each
+partition's topic, else the partition is answered TOPIC_AUTHORIZATION_FAILED (before
+whether it exists is looked at); a follower (replica id >= 0) needs CLUSTER_ACTION on the
+cluster, else every partition is answered TOPIC_AUTHORIZATION_FAILED, as Kafka answers it.
+A refused partition is not read: the rest of the fetch is served, and waits, as if it had
+not been asked for.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from kio.schema.errors import ErrorCode
 
@@ -28,8 +37,10 @@ from odradek.replication.delayed_fetch import (
     PartitionFetchInfo,
 )
 from odradek.replication.replica_manager import ReplicaManager
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
+from odradek.server.handlers.authorization import authorize_cluster
 
 
 @handles(ApiKey.FETCH)
@@ -37,9 +48,30 @@ def handle_fetch(ctx: RequestContext, request, replica_manager: ReplicaManager) 
     if getattr(request, "session_id", 0) != 0:
         return ctx.respond(error_code=ErrorCode.fetch_session_id_not_found, session_id=0,
                            responses=())
+    params = _params(request)
+    refused = _refused(ctx, params)
     completion: Completion[dict[TopicPartition, LogReadResult]] = Completion()
-    replica_manager.fetch_messages(_params(request), completion)
-    return completion.then(lambda results: _response(ctx, request, results))
+    if not refused:
+        replica_manager.fetch_messages(params, completion)
+        return completion.then(lambda results: _response(ctx, request, results))
+    replica_manager.fetch_messages(dataclasses.replace(params, partitions={
+        tp: info for tp, info in params.partitions.items() if tp not in refused}), completion)
+    # Every partition's answer in request order again, as _response reads them.
+    return completion.then(lambda results: _response(ctx, request, {
+        tp: refused[tp] if tp in refused else results[tp] for tp in params.partitions}))
+
+
+def _refused(ctx: RequestContext, params: FetchParams) -> dict[TopicPartition, LogReadResult]:
+    """The partitions the fetcher may not read, each with its answer."""
+    if params.is_from_follower:
+        if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+            return {}
+        refused = list(params.partitions)
+    else:
+        readable = ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC,
+                                        {tp.topic for tp in params.partitions})
+        refused = [tp for tp in params.partitions if tp.topic not in readable]
+    return {tp: LogReadResult(error=ErrorCode.topic_authorization_failed) for tp in refused}
 
 
 def _params(request) -> FetchParams:

@@ -39,11 +39,11 @@ OPERATIONS = frozenset(AlterConfigOp)
 async def handle_incremental_alter_configs(ctx: RequestContext, request,
                                            metadata: MetadataStore,
                                            config: BrokerConfig) -> object:
-    return await alter_each(ctx, request, functools.partial(_alter, metadata, config))
+    return await alter_each(ctx, request, functools.partial(_alter, ctx, metadata, config))
 
 
-async def _alter(store: MetadataStore, config: BrokerConfig, resource, repeated,
-                 validate_only: bool) -> None:
+async def _alter(ctx: RequestContext, store: MetadataStore, config: BrokerConfig, resource,
+                 repeated, validate_only: bool) -> None:
     check_once(resource, repeated)
     check_entries([c.name for c in resource.configs],
                   [c.name for c in resource.configs
@@ -54,5 +54,5 @@ async def _alter(store: MetadataStore, config: BrokerConfig, resource, repeated,
         raise ApiError(ErrorCode.invalid_request, f"Unknown operations type {unknown[0]}")
     ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
     defs = TOPIC_CONFIGS if resource.resource_type == ResourceType.TOPIC else BROKER_CONFIGS
-    await alter_resource(store, config, resource,
+    await alter_resource(ctx, store, config, resource,
                          lambda current: apply_incremental(current, ops, defs), validate_only)

@@ -10,6 +10,13 @@ to its transaction coordinator (this broker must lead the id's partition of
 ``__transaction_state``), which keeps one producer id per transactional id and bumps its
 epoch at every InitProducerId, fencing the previous instance of the producer (a zombie), and
 aborting the transaction it left open.
+
+Who may ask (Kafka's ``KafkaApis.handleInitProducerIdRequest``), before anything else: with
+a transactional id, a principal that may WRITE it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+otherwise, see ``txn_requests``); without one, an idempotent producer, a principal that may
+IDEMPOTENT_WRITE on the cluster or WRITE to some topic (KIP-679: WRITE on any topic implies
+idempotent writes to it), CLUSTER_AUTHORIZATION_FAILED otherwise. A refused request reserves
+no producer id and fences no producer.
 """
 
 from __future__ import annotations
@@ -23,9 +30,12 @@ from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
 from odradek.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
+from odradek.server.handlers.authorization import authorize_cluster
 from odradek.server.handlers.producer_fenced import fenced_as_known
+from odradek.server.handlers.txn_requests import producer_error
 
 PRODUCER_FENCED_MIN_VERSION = 4  # KIP-588
 
@@ -35,6 +45,9 @@ log = logging.getLogger(__name__)
 @handles(ApiKey.INIT_PRODUCER_ID)
 async def handle_init_producer_id(ctx: RequestContext, request, metadata: MetadataStore,
                                   transaction_coordinator: TransactionCoordinator) -> object:
+    refused = _refusal(ctx, request.transactional_id)
+    if refused is not ErrorCode.none:
+        return _error(ctx, refused)
     # v3+ (KIP-360): an id without an epoch, or an epoch without an id, is malformed
     # (KafkaApis.handleInitProducerIdRequest).
     producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
@@ -63,6 +76,15 @@ async def handle_init_producer_id(ctx: RequestContext, request, metadata: Metada
         log.error("could not reserve producer ids: %s", e)
         return _error(ctx, ErrorCode.coordinator_load_in_progress)
     return ctx.respond(error_code=ErrorCode.none, producer_id=new_producer_id, producer_epoch=0)
+
+
+def _refusal(ctx: RequestContext, transactional_id: str | None) -> ErrorCode:
+    if transactional_id is not None:
+        return producer_error(ctx, transactional_id)
+    if authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE) \
+            or ctx.authorize_any(AclOperation.WRITE, ResourceType.TOPIC):
+        return ErrorCode.none
+    return ErrorCode.cluster_authorization_failed
 
 
 def _error(ctx: RequestContext, error: ErrorCode) -> object:

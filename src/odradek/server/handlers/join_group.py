@@ -6,14 +6,20 @@ the client's assignor can run. From v4 a member joining without an id first gets
 MEMBER_ID_REQUIRED (KIP-394); from v5 it may be static (``group.instance.id``, KIP-345);
 v9 tells a static leader rejoining a Stable group to skip the assignment (KIP-814).
 v0 has no rebalance timeout: the session timeout is used for both, as in Kafka.
+Needs READ on the group: GROUP_AUTHORIZATION_FAILED otherwise, before the coordinator sees
+the member.
 """
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator.group import GroupCoordinator
 from odradek.coordinator.group.group import JoinGroupResult, JoinRequest
+from odradek.coordinator.group.membership import UNKNOWN_MEMBER_ID
 from odradek.protocol.api import ApiKey
 from odradek.protocol.messages import millis
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
 
@@ -25,6 +31,9 @@ NULLABLE_PROTOCOL_NAME_MIN_VERSION = 7
 @handles(ApiKey.JOIN_GROUP)
 def handle_join_group(ctx: RequestContext, request,
                       group_coordinator: GroupCoordinator) -> object:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _response(ctx, JoinGroupResult(ErrorCode.group_authorization_failed,
+                                               UNKNOWN_MEMBER_ID))
     version = ctx.api_version
     session_timeout_ms = millis(request.session_timeout)
     completion: Completion[JoinGroupResult] = Completion()

@@ -1,7 +1,12 @@
 """ListGroups (key 16): the groups this broker coordinates, with their state from v4
 (KIP-518, filtered by ``states_filter``) and type from v5 (KIP-848, filtered by
 ``types_filter``). Every group here is a classic group. Filters match case-insensitively,
-as Kafka 4's do."""
+as Kafka 4's do.
+
+A principal that may DESCRIBE the cluster sees every group; any other sees only the groups
+it may DESCRIBE, the others left out without an error (Kafka's
+``KafkaApis.handleListGroupsRequest``).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,9 @@ from kio.schema.errors import ErrorCode
 
 from odradek.coordinator.group import GroupCoordinator
 from odradek.protocol.api import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.handlers import RequestContext, handles
+from odradek.server.handlers.authorization import authorize_cluster
 
 CLASSIC_GROUP_TYPE = "classic"
 
@@ -22,6 +29,10 @@ def handle_list_groups(ctx: RequestContext, request,
     groups = [] if types and CLASSIC_GROUP_TYPE not in types else [
         g for g in group_coordinator.list_groups()
         if not states or str(g.state).lower() in states]
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        describable = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.GROUP,
+                                           (g.group_id for g in groups))
+        groups = [g for g in groups if g.group_id in describable]
     return ctx.respond(error_code=ErrorCode.none, groups=[
         {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
          "group_state": str(g.state), "group_type": CLASSIC_GROUP_TYPE}

@@ -3,7 +3,8 @@
 Each partition answers through ``ReplicaManager.fetch_offset_for_timestamp``, against the
 bound its caller may see: the high watermark for a consumer reading uncommitted data, the
 last stable offset for ``read_committed``, the log end offset for a replica (KIP-79,
-KIP-734).
+KIP-734). A topic the client may not DESCRIBE has each partition answered
+TOPIC_AUTHORIZATION_FAILED, whoever asks (Kafka's ``KafkaApis.handleListOffsetRequest``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from odradek.protocol.topic_partition import TopicPartition
 from odradek.replication.delayed_fetch import IsolationLevel
 from odradek.replication.partition import PartitionError
 from odradek.replication.replica_manager import ReplicaManager
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.handlers import RequestContext, handles
 
 UNKNOWN = -1
@@ -24,8 +26,15 @@ UNKNOWN = -1
 def handle_list_offsets(ctx: RequestContext, request, replica_manager: ReplicaManager) -> object:
     isolation_level = IsolationLevel(getattr(request, "isolation_level", 0))
     from_follower = request.replica_id >= 0
+    describable = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                       {topic.name for topic in request.topics})
     topics = []
     for topic in request.topics:
+        if topic.name not in describable:
+            topics.append({"name": topic.name, "partitions": [
+                _answer(wanted.partition_index, ErrorCode.topic_authorization_failed)
+                for wanted in topic.partitions]})
+            continue
         partitions = []
         for wanted in topic.partitions:
             try:

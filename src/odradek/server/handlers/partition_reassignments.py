@@ -10,6 +10,11 @@ replicas and the replicas being added and removed.
 
 A single broker has nothing to reassign to: it accepts its own replica list as the target
 (nothing moves) and refuses any other.
+
+Alter needs ALTER on the cluster, List DESCRIBE, checked first
+(``AuthHelper.authorizeClusterOperation``): without it the request fails with
+CLUSTER_AUTHORIZATION_FAILED, Alter's every partition with it too (the request's error
+response).
 """
 
 from __future__ import annotations
@@ -19,13 +24,22 @@ from kio.schema.errors import ErrorCode
 from odradek.controller.controller import Controller, NotController
 from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
+from odradek.security.acl import AclOperation
 from odradek.server.handlers import RequestContext, handles
+from odradek.server.handlers.authorization import authorize_cluster, cluster_refusal_message
 
 
 @handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
 async def handle_alter_partition_reassignments(ctx: RequestContext, request,
                                                metadata: MetadataStore,
                                                controller: Controller | None) -> object:
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        error, message = ErrorCode.cluster_authorization_failed, cluster_refusal_message(ctx)
+        return ctx.respond(error_code=error, error_message=message, responses=[
+            {"name": topic.name, "partitions": [
+                {"partition_index": partition.partition_index, "error_code": error,
+                 "error_message": message} for partition in topic.partitions]}
+            for topic in request.topics])
     targets = {(topic.name, partition.partition_index):
                None if partition.replicas is None else tuple(partition.replicas)
                for topic in request.topics for partition in topic.partitions}
@@ -62,6 +76,14 @@ def _on_one_broker(metadata: MetadataStore, tp: tuple[str, int],
 @handles(ApiKey.LIST_PARTITION_REASSIGNMENTS)
 def handle_list_partition_reassignments(ctx: RequestContext, request,
                                         controller: Controller | None) -> object:
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed,
+                           error_message=cluster_refusal_message(ctx), topics=[
+                               {"name": topic.name, "partitions": [
+                                   {"partition_index": index, "replicas": (),
+                                    "adding_replicas": (), "removing_replicas": ()}
+                                   for index in topic.partition_indexes]}
+                               for topic in request.topics or ()])
     wanted = None if request.topics is None else {
         topic.name: set(topic.partition_indexes) for topic in request.topics}
     if controller is None:

@@ -8,6 +8,12 @@ response; acks=1 is answered once the leader has the batch; acks=-1 once every i
 replica has it, or REQUEST_TIMED_OUT at the request's ``timeout_ms``. A transactional
 batch that starts its producer's transaction in a partition waits until the transaction
 coordinator has confirmed (or, from v12, added) the partition (KIP-890).
+
+Authorization, as Kafka's ``KafkaApis.handleProduceRequest``: transactional records need
+WRITE on the request's transactional id, else every partition is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then each partition needs WRITE on its topic, else
+it is answered TOPIC_AUTHORIZATION_FAILED (before whether the topic exists is looked at)
+and nothing of it is appended.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ from odradek.protocol.records import starts_transactional
 from odradek.protocol.topic_partition import TopicPartition
 from odradek.replication.delayed_produce import ProducePartitionResult
 from odradek.replication.replica_manager import ReplicaManager
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
+from odradek.server.handlers.authorization import AUTHORIZATION_FAILED_MESSAGES
 
 # From v12 (transactions v2, KIP-890) a transactional write adds its partition to the
 # transaction: the client sends no AddPartitionsToTxn.
@@ -35,24 +43,41 @@ ADMIN_CLIENT_ID = "__admin_client"
 def handle_produce(ctx: RequestContext, request, replica_manager: ReplicaManager) -> object:
     entries = {TopicPartition(topic.name, data.index): data.records
                for topic in request.topic_data for data in topic.partition_data}
-    if request.transactional_id is None and any(
-            records is not None and starts_transactional(records) for records in entries.values()):
-        # Kafka's KafkaApis: transactional records need a transactional id (its authorization
-        # is checked here too once there are ACLs); the whole request is refused.
+    transactional = any(records is not None and starts_transactional(records)
+                        for records in entries.values())
+    if transactional and not _may_write_transactions(ctx, request.transactional_id):
         if request.acks == 0:
             return None
-        refused = ProducePartitionResult()
-        refused.fail(ErrorCode.transactional_id_authorization_failed)
-        return _response(ctx, request, dict.fromkeys(entries, refused))
+        # The request's error response: every partition with the error's message.
+        error = ErrorCode.transactional_id_authorization_failed
+        return _response(ctx, request, dict.fromkeys(
+            entries, _failed(error, AUTHORIZATION_FAILED_MESSAGES[error])))
+    writable = ctx.authorized_names(AclOperation.WRITE, ResourceType.TOPIC,
+                                    {tp.topic for tp in entries})
+    refused = {tp: _failed(ErrorCode.topic_authorization_failed)
+               for tp in entries if tp.topic not in writable}
     completion: Completion[dict[TopicPartition, ProducePartitionResult]] = Completion()
     replica_manager.append_records(
-        entries, acks=request.acks, timeout_ms=millis(request.timeout), respond=completion,
+        {tp: records for tp, records in entries.items() if tp not in refused},
+        acks=request.acks, timeout_ms=millis(request.timeout), respond=completion,
         internal_topics_allowed=ctx.client_id == ADMIN_CLIENT_ID,
         produce_version=ctx.api_version, transactional_id=request.transactional_id,
         add_to_transaction=ctx.api_version >= IMPLICIT_ADD_PARTITIONS_VERSION)
     if request.acks == 0:
         return None  # the log flusher task fsyncs what flush.messages asks for
-    return completion.then(lambda results: _response(ctx, request, results))
+    return completion.then(lambda results: _response(ctx, request, refused | results))
+
+
+def _may_write_transactions(ctx: RequestContext, transactional_id: str | None) -> bool:
+    """Transactional records need a transactional id, and WRITE on it."""
+    return transactional_id is not None and ctx.authorize(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+def _failed(error: ErrorCode, message: str | None = None) -> ProducePartitionResult:
+    result = ProducePartitionResult()
+    result.fail(error, message)
+    return result
 
 
 def _response(ctx: RequestContext, request,

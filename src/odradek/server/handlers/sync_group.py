@@ -3,14 +3,18 @@
 A follower's SyncGroup waits in the coordinator until the leader's arrives and the group's
 new generation is written to ``__consumer_offsets``. In a Stable group the current
 assignment is answered at once. From v5 the protocol type and name must be the group's
-(INCONSISTENT_GROUP_PROTOCOL otherwise).
+(INCONSISTENT_GROUP_PROTOCOL otherwise). Needs READ on the group: GROUP_AUTHORIZATION_FAILED
+otherwise, and no assignment is taken or given.
 """
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator.group import GroupCoordinator
 from odradek.coordinator.group.group import SyncGroupResult
 from odradek.protocol.api import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
 
@@ -18,6 +22,8 @@ from odradek.server.handlers import RequestContext, handles
 @handles(ApiKey.SYNC_GROUP)
 def handle_sync_group(ctx: RequestContext, request,
                       group_coordinator: GroupCoordinator) -> object:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _response(ctx, SyncGroupResult(ErrorCode.group_authorization_failed))
     completion: Completion[SyncGroupResult] = Completion()
     group_coordinator.sync_group(
         group_id=request.group_id,

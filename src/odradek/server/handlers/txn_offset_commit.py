@@ -1,14 +1,16 @@
 """TxnOffsetCommit (key 28): offsets a transactional producer commits for a consumer group
 (KIP-98, ``send_offsets_to_transaction``).
 
-The offsets are written to the group's partition of ``__consumer_offsets`` inside the
-producer's transaction, and take effect only when its COMMIT marker is written there; an
-abort drops them. The group's partition must be in the transaction (AddOffsetsToTxn put it
-there; the write is verified with the transaction coordinator, KIP-890), or, from v5
-(transactions v2), the write adds it. From v3 the producer passes the consumer's group
-metadata, and a member of an older generation is fenced as OffsetCommit fences it (KIP-447:
-ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID). Partitions of unknown topics
-get UNKNOWN_TOPIC_OR_PARTITION.
+Needs WRITE on the transactional id, then READ on the group (see ``txn_requests``; either
+refused answers its error on every partition and writes nothing), then READ on each topic
+(see ``group_offsets``, which also answers unknown topics). The offsets are written to the
+group's partition of ``__consumer_offsets`` inside the producer's transaction, and take
+effect only when its COMMIT marker is written there; an abort drops them. The group's
+partition must be in the transaction (AddOffsetsToTxn put it there; the write is verified
+with the transaction coordinator, KIP-890), or, from v5 (transactions v2), the write adds
+it. From v3 the producer passes the consumer's group metadata, and a member of an older
+generation is fenced as OffsetCommit fences it (KIP-447: ILLEGAL_GENERATION,
+UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from odradek.protocol.api import ApiKey
 from odradek.protocol.topic_partition import TopicPartition
 from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
-from odradek.server.handlers.offset_commit import commit_response, requested_offsets
+from odradek.server.handlers.group_offsets import partition_results, requested_offsets
+from odradek.server.handlers.txn_requests import producer_error
 
 NO_GENERATION = -1
 IMPLICIT_ADD_MIN_VERSION = 5  # transactions v2
@@ -32,7 +35,10 @@ IMPLICIT_ADD_MIN_VERSION = 5  # transactions v2
 @handles(ApiKey.TXN_OFFSET_COMMIT)
 def handle_txn_offset_commit(ctx: RequestContext, request, metadata: MetadataStore,
                              group_coordinator: GroupCoordinator) -> object:
-    offsets, errors = requested_offsets(request.topics, metadata)
+    refused = producer_error(ctx, request.transactional_id, request.group_id)
+    if refused is not ErrorCode.none:
+        return ctx.respond(topics=partition_results(request.topics, refused))
+    offsets, errors = requested_offsets(ctx, request.topics, metadata)
     committed: Completion[dict[TopicPartition, ErrorCode]] = Completion()
     if offsets:
         group_coordinator.commit_transactional_offsets(
@@ -47,5 +53,5 @@ def handle_txn_offset_commit(ctx: RequestContext, request, metadata: MetadataSto
             respond=committed)
     else:
         committed({})
-    return committed.then(lambda commit_errors: commit_response(ctx, request,
-                                                                errors | commit_errors))
+    return committed.then(lambda commit_errors: ctx.respond(
+        topics=partition_results(request.topics, errors | commit_errors)))
