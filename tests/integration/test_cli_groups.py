@@ -3,8 +3,6 @@ confluent-kafka consumers as applications make them."""
 
 from __future__ import annotations
 
-import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
 import confluent_kafka
@@ -179,18 +177,3 @@ def test_a_bad_argument_is_one_error_line_before_anything_is_sent(command):
 
     assert_one_error_line(result)
     assert "cannot reach" not in result.stderr
-
-
-def test_an_unreachable_broker_is_one_error_line_within_seconds():
-    address = f"127.0.0.1:{closed_port()}"
-    commands = [["groups", "list"], ["groups", "describe", "g"],
-                ["groups", "reset-offsets", "g", "--topic", "t", "--to-earliest"],
-                ["groups", "delete", "g"]]
-
-    started = time.monotonic()
-    with ThreadPoolExecutor(len(commands)) as pool:  # each waits ~10 s: wait for them together
-        results = list(pool.map(lambda command: odradek(*command, "-b", address), commands))
-
-    assert time.monotonic() - started < 15
-    for result in results:
-        assert_one_error_line(result, f"cannot reach a broker at {address}")

@@ -6,6 +6,7 @@ and the TLS and SASL settings the CLI's own requests take from those properties.
 from __future__ import annotations
 
 import ssl
+import time
 from collections.abc import Iterator
 
 import confluent_kafka
@@ -70,11 +71,17 @@ def authenticates_with_scram(broker: EmbeddedBroker, user: str, password: str) -
         "bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user, "sasl.password": password,
         "error_cb": failures.append, "log_level": 0})
-    try:
-        producer.list_topics(timeout=TIMEOUT_SECONDS)
-    except confluent_kafka.KafkaException:
-        return False
-    return not any(f.code() == confluent_kafka.KafkaError._AUTHENTICATION for f in failures)
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while time.monotonic() < deadline:  # until metadata comes or authentication fails
+        producer.poll(0)  # serves error_cb
+        if any(f.code() == confluent_kafka.KafkaError._AUTHENTICATION for f in failures):
+            return False
+        try:
+            producer.list_topics(timeout=0.5)
+            return True
+        except confluent_kafka.KafkaException:
+            pass
+    return False
 
 
 # --- users scram -----------------------------------------------------------------------

@@ -10,7 +10,7 @@ from datetime import datetime
 import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, OffsetSpec
-from test_cli import Cli, assert_one_error_line, closed_port, odradek
+from test_cli import Cli, assert_one_error_line
 
 TOPIC = "orders"
 TRANSACTIONAL_ID = "payments"
@@ -318,15 +318,3 @@ def test_an_unknown_partition_is_one_error_line(cli, hanging):
     result = cli.run("transactions", "describe-producers", "--topic", TOPIC, "--partition", "7")
 
     assert_one_error_line(result, f"topic '{TOPIC}' has no partition 7 (it has 2)")
-
-
-def test_an_unreachable_broker_is_one_error_line_within_seconds():
-    """Every subcommand reaches the cluster through the same bootstrap, so one stands for
-    all (each waits out the client's bootstrap timeout)."""
-    address = f"127.0.0.1:{closed_port()}"
-
-    started = time.monotonic()
-    result = odradek("transactions", "list", "-b", address)
-
-    assert time.monotonic() - started < UNREACHABLE_REPORTED_WITHIN_SECONDS
-    assert_one_error_line(result, f"cannot reach a broker at {address}")
