@@ -185,3 +185,23 @@ def test_a_producer_and_a_consumer_over_their_byte_rates_are_held_to_them_while_
             rates
     for free in ("free-producer", "free-consumer"):
         assert rates[free] > 5 * QUOTA_BYTES_PER_SECOND, rates
+
+
+def test_a_long_poll_counts_its_work_against_a_request_quota_not_its_wait(broker):
+    # A fifth of a thread: a consumer waiting 500 ms per fetch would be at 100 % if the wait
+    # counted; as in Kafka, it does not.
+    alter_quotas(broker, "idle-poller", request_percentage=20.0)
+    topic = create_topic(broker, "nothing-to-read")
+    throttles: list[int] = []
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": broker.bootstrap_servers, "client.id": "idle-poller",
+        "group.id": "idle-poller", "fetch.wait.max.ms": 500,
+        "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+    try:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            consumer.poll(0.1)
+    finally:
+        consumer.close()
+    assert not any(throttles), throttles

@@ -39,8 +39,13 @@ class Dispatcher:
         self._quotas = quotas
         self._authorizer = authorizer
         # Each API key's handler with its services bound.
+        handlers = load_handlers()
         self.handlers: dict[ApiKey, Handler] = {
-            key: bind(handler, services) for key, handler in load_handlers().items()}
+            key: bind(handler, services) for key, handler in handlers.items()}
+        # Handlers that do their work in a coroutine; the others return an awaitable only
+        # once their work is done and they wait for a completion.
+        self._coroutine_handlers = frozenset(
+            key for key, handler in handlers.items() if inspect.iscoroutinefunction(handler))
 
     def __call__(self, frame: bytes, connection: ConnectionContext) -> Outcome:
         try:
@@ -56,6 +61,10 @@ class Dispatcher:
         ctx = self.context(request, connection, len(frame))
         outcome = self.handlers[request.api_key](ctx, request.body)
         if inspect.isawaitable(outcome):
+            if request.api_key not in self._coroutine_handlers:
+                # A handler that did its work and now waits for a completion: request quotas
+                # count the work, not the wait (Kafka's apiLocalComplete).
+                ctx.local_complete(time.monotonic())
             return self._finish(request.correlation_id, outcome)
         if outcome is None:
             # Nothing to carry a throttle time (acks=0 produce): the quotas still count the

@@ -18,12 +18,12 @@ What is counted, as Kafka's ``KafkaApis`` counts it, each against its own measur
   out here so that no response is encoded twice. A follower's fetch (``replica_id`` >= 0) is
   replication, not a client: it counts against no client quota.
 * ``request_percentage``: the time from when the broker began handling the request until
-  its response was ready, as a percentage of one thread's time
-  (``ClientRequestQuotaManager``: a 10 ms request is 1 % of a second). Unlike Kafka, which
-  stops counting when a request is parked to wait (a long poll, an acks=-1 produce), the
-  wait counts too: one event loop serves every request, and telling its time apart per
-  request would cost every request. Exempt, as in Kafka: follower fetches, acks=0 produces
-  and cluster actions (WriteTxnMarkers).
+  its response was ready or its handler parked it to wait (a long poll, an acks=-1
+  produce, a JoinGroup), whichever came first, as a percentage of one thread's time
+  (``ClientRequestQuotaManager``: a 10 ms request is 1 % of a second); the wait does not
+  count, as in Kafka. Handlers written as coroutines (the admin APIs that write to the
+  metadata store) count until their response. Exempt, as in Kafka: follower fetches, acks=0
+  produces and cluster actions (WriteTxnMarkers).
 
 A response's throttle time is the largest of the throttle times of the quotas it counts
 against (``KafkaApis`` takes the max of the bandwidth and the request quota). A request quota's
@@ -91,9 +91,12 @@ class QuotaRequest(Protocol):
     @property
     def request(self) -> Any: ...  # its ``body`` is the kio request
     # Monotonic seconds, on the quotas' clock, when the dispatcher began handling the
-    # request (Kafka's requestDequeueTimeNanos).
+    # request (Kafka's requestDequeueTimeNanos) and when its handler's work ended and it began
+    # to wait, None while it works (apiLocalCompleteTimeNanos).
     @property
     def received_at(self) -> float: ...
+    @property
+    def api_local_complete_at(self) -> float | None: ...
 
 
 class ClientQuotas:
@@ -174,7 +177,8 @@ class ClientQuotas:
             bandwidth_ms = self._record(matches, CONSUMER_BYTE_RATE, fetched, now_ms)
         request_ms = 0
         if REQUEST_PERCENTAGE in matches:
-            request_time = now - ctx.received_at
+            completed_at = ctx.api_local_complete_at
+            request_time = (now if completed_at is None else completed_at) - ctx.received_at
             # ClientRequestQuotaManager: a second of thread time is 100 % (nanosToPercentage),
             # and a throttle time is capped at one window (maxThrottleTimeMs).
             request_ms = min(

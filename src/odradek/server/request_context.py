@@ -53,6 +53,16 @@ class RequestContext:
     size_in_bytes: int  # the request on the wire, which produce quotas count (KIP-13)
     authorizer: AclAuthorizer | None = None  # None: no authorizer configured
     received_at: float = 0.0  # monotonic seconds when handling began (request quotas)
+    # When the handler's own work ended and the request started waiting (a long poll, an
+    # acks=-1 produce): Kafka's apiLocalCompleteTimeNanos, set by the dispatcher.
+    _local_complete: list[float] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def api_local_complete_at(self) -> float | None:
+        return self._local_complete[0] if self._local_complete else None
+
+    def local_complete(self, at: float) -> None:
+        self._local_complete.append(at)
 
     @property
     def api_key(self) -> ApiKey:

@@ -103,6 +103,7 @@ class Request:
     client_id: str | None = "app"
     size_in_bytes: int = 0
     received_at: float = 0.0
+    api_local_complete_at: float | None = None
 
     @property
     def request(self) -> SimpleNamespace:
@@ -250,6 +251,13 @@ def test_request_percentage_counts_the_time_until_the_response_is_ready(quotas, 
     for _ in range(20):
         assert quotas.throttle_time_ms(metadata(clock, took=0.05), None) == 0
     assert quotas.throttle_time_ms(metadata(clock, took=0.05), None) == 500
+
+
+def test_a_delayed_response_counts_the_time_its_handler_took_not_its_wait(quotas, clock):
+    quotas.update(QuotaEntity("alice"), {REQUEST_PERCENTAGE: 1})
+    long_poll = fetch(clock, took=0.5)
+    long_poll.api_local_complete_at = long_poll.received_at + 0.001
+    assert quotas.throttle_time_ms(long_poll, fetched(0)) == 0
 
 
 def test_a_request_quota_throttle_time_is_capped_at_one_window(quotas, clock):
