@@ -84,10 +84,11 @@ class Connection(asyncio.Protocol):
         self._memory_pool = memory_pool or MemoryPool(-1)
         self._held = 0  # bytes of a request in progress, counted in the memory pool
         self._waiting_for_memory = False
-        self.last_active = asyncio.get_running_loop().time()  # connections.max.idle.ms
+        self._loop = asyncio.get_running_loop()
+        self.last_active = self._loop.time()  # connections.max.idle.ms
         self.peer: tuple[str, int] | None = None
         self.peer_host = ""
-        self.closed = asyncio.get_running_loop().create_future()
+        self.closed = self._loop.create_future()
 
     # -- asyncio.Protocol --------------------------------------------------------------
 
@@ -115,7 +116,7 @@ class Connection(asyncio.Protocol):
         self._admitted = True
 
     def data_received(self, data: bytes) -> None:
-        self.last_active = asyncio.get_running_loop().time()
+        self.last_active = self._loop.time()
         try:
             frames = self._decoder.feed(data)
         except FramingError as exc:
@@ -193,7 +194,7 @@ class Connection(asyncio.Protocol):
             if outcome is not None:
                 self._write(outcome)
             return
-        slot = asyncio.get_running_loop().create_future()
+        slot = self._loop.create_future()
         slot.set_result(outcome)
         self._pending.append(slot)
 
@@ -239,7 +240,7 @@ class Connection(asyncio.Protocol):
             transport.write(b"".join(response))
         else:
             transport.writelines(response)
-        self.last_active = asyncio.get_running_loop().time()
+        self.last_active = self._loop.time()
         if self._authenticator is not None and self._authenticator.failed:
             transport.close()  # after the answer: the exchange failed
 
@@ -259,7 +260,7 @@ class Connection(asyncio.Protocol):
     def mute(self, throttle_time_ms: int) -> None:
         """Reads no request for ``throttle_time_ms`` (KIP-219: a client over its quota is
         held back by the broker too, whatever it does with ``throttle_time``)."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         until = loop.time() + throttle_time_ms / 1000
         if until > self._muted_until:
             self._muted_until = until

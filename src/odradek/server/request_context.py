@@ -54,15 +54,11 @@ class RequestContext:
     authorizer: AclAuthorizer | None = None  # None: no authorizer configured
     received_at: float = 0.0  # monotonic seconds when handling began (request quotas)
     # When the handler's own work ended and the request started waiting (a long poll, an
-    # acks=-1 produce): Kafka's apiLocalCompleteTimeNanos, set by the dispatcher.
-    _local_complete: list[float] = field(default_factory=list, compare=False, repr=False)
-
-    @property
-    def api_local_complete_at(self) -> float | None:
-        return self._local_complete[0] if self._local_complete else None
+    # acks=-1 produce): Kafka's apiLocalCompleteTimeNanos, set once by the dispatcher.
+    api_local_complete_at: float | None = None
 
     def local_complete(self, at: float) -> None:
-        self._local_complete.append(at)
+        object.__setattr__(self, "api_local_complete_at", at)  # the one field set later
 
     @property
     def api_key(self) -> ApiKey:

@@ -20,8 +20,11 @@ Not a handler module: it registers nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kio.schema.errors import ErrorCode
 
+from odradek.protocol.topic_partition import TopicPartition
 from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.server.request_context import RequestContext
 
@@ -56,6 +59,18 @@ AUTHORIZATION_FAILED_MESSAGES = {
 def authorize_cluster(ctx: RequestContext, operation: AclOperation) -> bool:
     """Whether the principal may do ``operation`` on the cluster."""
     return ctx.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def refused_partitions(ctx: RequestContext, operation: AclOperation,
+                       partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+    """The partitions whose topic the principal may not do ``operation`` on; none, without
+    looking at them, when no authorizer is configured (Produce and Fetch ask on every
+    request)."""
+    if ctx.authorizer is None:
+        return set()
+    partitions = list(partitions)
+    allowed = ctx.authorized_names(operation, ResourceType.TOPIC, {tp.topic for tp in partitions})
+    return {tp for tp in partitions if tp.topic not in allowed}
 
 
 def cluster_refusal_message(ctx: RequestContext) -> str:

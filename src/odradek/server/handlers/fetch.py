@@ -37,10 +37,10 @@ from odradek.replication.delayed_fetch import (
     PartitionFetchInfo,
 )
 from odradek.replication.replica_manager import ReplicaManager
-from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.acl import AclOperation
 from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
-from odradek.server.handlers.authorization import authorize_cluster
+from odradek.server.handlers.authorization import authorize_cluster, refused_partitions
 
 
 @handles(ApiKey.FETCH)
@@ -66,11 +66,9 @@ def _refused(ctx: RequestContext, params: FetchParams) -> dict[TopicPartition, L
     if params.is_from_follower:
         if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
             return {}
-        refused = list(params.partitions)
+        refused = params.partitions
     else:
-        readable = ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC,
-                                        {tp.topic for tp in params.partitions})
-        refused = [tp for tp in params.partitions if tp.topic not in readable]
+        refused = refused_partitions(ctx, AclOperation.READ, params.partitions)
     return {tp: LogReadResult(error=ErrorCode.topic_authorization_failed) for tp in refused}
 
 

@@ -29,7 +29,10 @@ from odradek.replication.replica_manager import ReplicaManager
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.completion import Completion
 from odradek.server.handlers import RequestContext, handles
-from odradek.server.handlers.authorization import AUTHORIZATION_FAILED_MESSAGES
+from odradek.server.handlers.authorization import (
+    AUTHORIZATION_FAILED_MESSAGES,
+    refused_partitions,
+)
 
 # From v12 (transactions v2, KIP-890) a transactional write adds its partition to the
 # transaction: the client sends no AddPartitionsToTxn.
@@ -52,19 +55,20 @@ def handle_produce(ctx: RequestContext, request, replica_manager: ReplicaManager
         error = ErrorCode.transactional_id_authorization_failed
         return _response(ctx, request, dict.fromkeys(
             entries, _failed(error, AUTHORIZATION_FAILED_MESSAGES[error])))
-    writable = ctx.authorized_names(AclOperation.WRITE, ResourceType.TOPIC,
-                                    {tp.topic for tp in entries})
     refused = {tp: _failed(ErrorCode.topic_authorization_failed)
-               for tp in entries if tp.topic not in writable}
+               for tp in refused_partitions(ctx, AclOperation.WRITE, entries)}
+    if refused:
+        entries = {tp: records for tp, records in entries.items() if tp not in refused}
     completion: Completion[dict[TopicPartition, ProducePartitionResult]] = Completion()
     replica_manager.append_records(
-        {tp: records for tp, records in entries.items() if tp not in refused},
-        acks=request.acks, timeout_ms=millis(request.timeout), respond=completion,
+        entries, acks=request.acks, timeout_ms=millis(request.timeout), respond=completion,
         internal_topics_allowed=ctx.client_id == ADMIN_CLIENT_ID,
         produce_version=ctx.api_version, transactional_id=request.transactional_id,
         add_to_transaction=ctx.api_version >= IMPLICIT_ADD_PARTITIONS_VERSION)
     if request.acks == 0:
         return None  # the log flusher task fsyncs what flush.messages asks for
+    if not refused:
+        return completion.then(lambda results: _response(ctx, request, results))
     return completion.then(lambda results: _response(ctx, request, refused | results))
 
 
