@@ -49,6 +49,15 @@ BROKER_CONFIGS = {
 # next owner (at-least-once).
 FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
               "auto.commit.interval.ms": 200}
+# Members of the consumer protocol (KIP-848) get their session and heartbeat interval from
+# the broker (see CONSUMER_PROTOCOL_CONFIGS): those two settings are refused.
+CONSUMER_PROTOCOL = {"group.protocol": "consumer"}
+CONSUMER_PROTOCOL_CONFIGS = {
+    "group_consumer_min_session_timeout_ms": 1000,
+    "group_consumer_session_timeout_ms": 3000,
+    "group_consumer_min_heartbeat_interval_ms": 100,
+    "group_consumer_heartbeat_interval_ms": 300,
+}
 
 
 class Member:
@@ -57,12 +66,16 @@ class Member:
     def __init__(self, bootstrap: str, group: str, topic: str, name: str,
                  **config: str | int) -> None:
         self.name = name
+        fast = FAST_GROUP
+        if config.get("group.protocol") == "consumer":
+            fast = {k: v for k, v in FAST_GROUP.items() if k == "auto.commit.interval.ms"}
         self.consumer = confluent_kafka.Consumer({
             "bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
-            "auto.offset.reset": "earliest", **FAST_GROUP, **config})
+            "auto.offset.reset": "earliest", **fast, **config})
         self.cooperative = config.get("partition.assignment.strategy") == "cooperative-sticky"
         self.owned: set[int] = set()
         self.assignments = 0  # rebalances that gave this member partitions
+        self.revoked: set[int] = set()  # every partition ever taken from it
         self.records: list[confluent_kafka.Message] = []
         self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
 
@@ -76,6 +89,7 @@ class Member:
         if self.cooperative:
             consumer.incremental_unassign(partitions)
         self.owned -= {p.partition for p in partitions}
+        self.revoked |= {p.partition for p in partitions}
 
     def poll(self) -> None:
         message = self.consumer.poll(POLL_SECONDS)

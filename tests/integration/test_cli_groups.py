@@ -7,10 +7,18 @@ from datetime import datetime, timezone
 
 import confluent_kafka
 import pytest
-from group_members import BROKER_CONFIGS, GROUP_TIMEOUT_SECONDS, Member, owns_all, poll_until
+from group_members import (
+    BROKER_CONFIGS,
+    CONSUMER_PROTOCOL,
+    CONSUMER_PROTOCOL_CONFIGS,
+    GROUP_TIMEOUT_SECONDS,
+    Member,
+    owns_all,
+    poll_until,
+)
 from test_cli import Cli, assert_one_error_line, closed_port, odradek
 
-pytestmark = pytest.mark.odradek_config(**BROKER_CONFIGS)
+pytestmark = pytest.mark.odradek_config(**BROKER_CONFIGS, **CONSUMER_PROTOCOL_CONFIGS)
 
 TOPIC = "orders"
 # Records produced to each partition, and how many of them group "g" consumed and committed.
@@ -65,12 +73,13 @@ def plan(result) -> dict[int, tuple[str, str]]:
 
 def test_a_group_that_committed_is_listed_and_described_with_its_offsets_and_lag(cli, group):
     assert [line.split() for line in cli.lines("groups", "list")[2:]] == [
-        ["g", "Empty", "consumer"]]
+        ["g", "classic", "Empty", "consumer"]]
     assert [line.split()[0] for line in cli.lines("groups", "list", "--state", "stable")
             if line.split()[:1] == ["g"]] == []
 
     described = cli.lines("groups", "describe", group)
-    assert described[0].split()[:6] == ["Group:", "g", "State:", "Empty", "Members:", "0"]
+    assert described[0].split()[:8] == ["Group:", "g", "Type:", "classic", "State:", "Empty",
+                                        "Members:", "0"]
     assert "MEMBER-ID" in described[1]
     assert offset_rows(cli, group) == {
         p: [str(CONSUMED[p]), str(PRODUCED[p]), str(PRODUCED[p] - CONSUMED[p]), "-"]
@@ -86,7 +95,7 @@ def test_a_running_group_shows_its_members_and_cannot_have_its_offsets_reset(cli
         [heading, *members] = cli.lines("groups", "describe", group, "--members")
         assert "State: Stable" in heading and "Members: 1" in heading
         [row] = [line.split() for line in members if "watcher" in line]
-        assert row[1:] == ["watcher", "/127.0.0.1", f"{TOPIC}:0,1"]
+        assert row[1:] == ["-", "watcher", "/127.0.0.1", f"{TOPIC}:0,1"]
         assert {p: row[3] for p, row in offset_rows(cli, group).items()} == {
             0: row[0], 1: row[0]}
 
@@ -97,6 +106,28 @@ def test_a_running_group_shows_its_members_and_cannot_have_its_offsets_reset(cli
     finally:
         member.close()
     assert committed(cli, group) == CONSUMED
+
+
+def test_a_consumer_protocol_group_shows_its_epochs_and_target_assignments(cli, group):
+    members = [Member(cli.bootstrap_servers, "modern", TOPIC, f"m{i}", **CONSUMER_PROTOCOL,
+                      **{"group.instance.id": f"pod-{i}"}) for i in range(2)]
+    try:
+        poll_until(members, owns_all(members, len(PRODUCED)))
+        assert ["modern", "consumer", "Stable", "consumer"] in [
+            line.split() for line in cli.lines("groups", "list")]
+        [heading, _, _, *rows] = cli.lines("groups", "describe", "modern", "--members")
+        assert heading.split() == ["Group:", "modern", "Type:", "consumer", "State:", "Stable",
+                                   "Members:", "2", "Assignor:", "uniform", "Group-epoch:", "2",
+                                   "Assignment-epoch:", "2"]
+        described = sorted(row.split()[1:] for row in rows)
+        assert described == [
+            ["pod-0", "m0", "/127.0.0.1", "2", *([f"{TOPIC}:{m.owned.pop()}"] * 2)]
+            if i == 0 else
+            ["pod-1", "m1", "/127.0.0.1", "2", *([f"{TOPIC}:{m.owned.pop()}"] * 2)]
+            for i, m in enumerate(members)]
+    finally:
+        for member in members:
+            member.close()
 
 
 def test_reset_to_earliest_is_a_dry_run_until_executed(cli, group):

@@ -2,17 +2,23 @@
 
 Like Kafka's ``kafka-consumer-groups.sh``: offsets are reset only for a group without
 members (its members would overwrite them), and a reset is a dry run unless ``--execute``.
+Groups of both protocols are shown with their type: ``classic`` (JoinGroup/SyncGroup) or
+``consumer`` (KIP-848). A consumer-protocol group is also described with the epochs and
+target assignments librdkafka's admin client does not return, from a ConsumerGroupDescribe
+sent to its coordinator by the CLI itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta, timezone
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from confluent_kafka import (
     ConsumerGroupState,
     ConsumerGroupTopicPartitions,
+    ConsumerGroupType,
     KafkaError,
     KafkaException,
     TopicPartition,
@@ -21,9 +27,18 @@ from confluent_kafka.admin import ConsumerGroupDescription, OffsetSpec
 
 from odradek.cli import output
 from odradek.cli.arguments import DEFAULT_BOOTSTRAP_SERVERS, BootstrapServers, ClientProperties
+from odradek.cli.broker_requests import (
+    BrokerAddress,
+    client_security,
+    describe_error,
+    exchange,
+)
 from odradek.cli.client import ADMIN_TIMEOUTS, Kafka
 from odradek.cli.consume import UNUSED_GROUP_ID
 from odradek.cli.errors import fail
+from odradek.client.connection import BrokerConnectionError
+from odradek.protocol.api import ApiKey, request_class
+from odradek.protocol.messages import build
 
 app = typer.Typer(help="List, describe, reset the offsets of and delete consumer groups.",
                   no_args_is_help=True)
@@ -37,6 +52,7 @@ _STATES = {
     ConsumerGroupState.DEAD: "Dead",
     ConsumerGroupState.EMPTY: "Empty",
 }
+_TYPES = {ConsumerGroupType.CLASSIC: "classic", ConsumerGroupType.CONSUMER: "consumer"}
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # librdkafka's offset for "no committed offset" (RD_KAFKA_OFFSET_INVALID).
 _NO_OFFSET = -1001
@@ -54,15 +70,15 @@ def list_groups(
     bootstrap_server: BootstrapServers = DEFAULT_BOOTSTRAP_SERVERS,
     command_config: ClientProperties = None,
 ) -> None:
-    """List consumer groups: id, state and protocol type."""
+    """List consumer groups: id, type (classic or consumer), state and protocol type."""
     options = {} if state is None else {"states": {_parse_state(state)}}
     with Kafka(bootstrap_server, command_config) as kafka:
         listed = kafka.result(kafka.admin.list_consumer_groups(**options, **ADMIN_TIMEOUTS),
                               "listing groups")
         for error in listed.errors:  # a broker that could not list its groups
             raise error if isinstance(error, KafkaException) else KafkaException(error)
-    output.table(["GROUP", "STATE", "PROTOCOL-TYPE"], (
-        [g.group_id, _STATES.get(g.state, str(g.state)),
+    output.table(["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"], (
+        [g.group_id, _TYPES.get(g.type, "-"), _STATES.get(g.state, str(g.state)),
          "" if g.is_simple_consumer_group else "consumer"]
         for g in sorted(listed.valid, key=lambda g: g.group_id)))
 
@@ -76,14 +92,16 @@ def describe(
     bootstrap_server: BootstrapServers = DEFAULT_BOOTSTRAP_SERVERS,
     command_config: ClientProperties = None,
 ) -> None:
-    """Show each group's state, members with their assignment, and per partition the
-    committed offset, log end offset and lag."""
+    """Show each group's type and state, its members with their assignment (and, in a
+    consumer-protocol group, the group, assignment and member epochs and each member's
+    target assignment), and per partition the committed offset, log end offset and lag."""
     show_members, show_offsets = (members or not offsets), (offsets or not members)
     with Kafka(bootstrap_server, command_config) as kafka:
         described = _describe_groups(kafka, groups)
         unknown = [name for name in groups if described[name].state is ConsumerGroupState.DEAD]
         if unknown:
             fail("; ".join(f"{_group(name)}: does not exist" for name in unknown))
+        epochs = {name: _consumer_group(kafka, described[name]) for name in groups}
         committed = {name: _committed(kafka, name) for name in groups}
         assigned = {(tp.topic, tp.partition) for d in described.values()
                     for m in d.members for tp in m.assignment.topic_partitions}
@@ -91,12 +109,25 @@ def describe(
         ends = _list_offsets(kafka, {tp for c in committed.values() for tp in c} | assigned,
                              OffsetSpec.latest(), ignore={KafkaError.UNKNOWN_TOPIC_OR_PART})
     for name in groups:
-        group = described[name]
-        output.line(f"Group: {name}  State: {_STATES.get(group.state, group.state)}  "
-                    f"Members: {len(group.members)}  Assignor: {group.partition_assignor or '-'}")
-        if show_members:
-            output.table(["MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"], (
-                [m.member_id, m.client_id, m.host, _assignment(m.assignment.topic_partitions)]
+        group, consumer = described[name], epochs[name]
+        state = consumer.group_state if consumer else _STATES.get(group.state, group.state)
+        header = (f"Group: {name}  Type: {_TYPES.get(group.type, '-')}  State: {state}  "
+                  f"Members: {len(group.members)}  Assignor: {group.partition_assignor or '-'}")
+        if consumer:
+            header += (f"  Group-epoch: {consumer.group_epoch}  "
+                       f"Assignment-epoch: {consumer.assignment_epoch}")
+        output.line(header)
+        if show_members and consumer:
+            output.table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "EPOCH",
+                          "ASSIGNMENT", "TARGET-ASSIGNMENT"], (
+                [m.member_id, m.instance_id or "-", m.client_id, m.client_host,
+                 m.member_epoch, _described_assignment(m.assignment),
+                 _described_assignment(m.target_assignment)]
+                for m in sorted(consumer.members, key=lambda m: m.member_id)))
+        elif show_members:
+            output.table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"], (
+                [m.member_id, m.group_instance_id or "-", m.client_id, m.host,
+                 _assignment(m.assignment.topic_partitions)]
                 for m in sorted(group.members, key=lambda m: m.member_id)))
         if show_offsets:
             owners = {(tp.topic, tp.partition): m.member_id
@@ -200,6 +231,32 @@ def delete(
 def _describe_groups(kafka: Kafka, groups: list[str]) -> dict[str, ConsumerGroupDescription]:
     return dict(kafka.settle(
         kafka.admin.describe_consumer_groups(groups, **ADMIN_TIMEOUTS), _group))
+
+
+def _consumer_group(kafka: Kafka, description: ConsumerGroupDescription) -> Any:
+    """A consumer-protocol group as its coordinator describes it (ConsumerGroupDescribe),
+    None for a classic group."""
+    if description.type is not ConsumerGroupType.CONSUMER:
+        return None
+    node = description.coordinator
+    request = build(request_class(ApiKey.CONSUMER_GROUP_DESCRIBE, 0),
+                    group_ids=[description.group_id], include_authorized_operations=False)
+    try:
+        response = asyncio.run(exchange(BrokerAddress(node.id, node.host, node.port), request,
+                                        client_security(kafka.config())))
+    except (BrokerConnectionError, TimeoutError) as exc:
+        fail(f"ConsumerGroupDescribe: broker {node.id}: {exc}")
+    [described] = response.groups
+    if described.error_code != 0:
+        fail(f"{_group(description.group_id)}: "
+             f"{describe_error(described.error_code, described.error_message)}")
+    return described
+
+
+def _described_assignment(assignment: Any) -> str:
+    return " ".join(f"{t.topic_name}:{','.join(map(str, sorted(t.partitions)))}"
+                    for t in sorted(assignment.topic_partitions, key=lambda t: t.topic_name)
+                    ) or "-"
 
 
 def _committed(kafka: Kafka, group: str, partitions: list[tuple[str, int]] | None = None

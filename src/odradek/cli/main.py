@@ -16,6 +16,7 @@ from odradek.cli import (
     pipeline,
     produce,
     quotas,
+    share_groups,
     topics,
     transactions,
     users,
@@ -33,6 +34,7 @@ app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.add_typer(configs.app, name="configs")
 app.add_typer(groups.app, name="groups")
+app.add_typer(share_groups.app, name="share-groups")
 app.add_typer(transactions.app, name="transactions")
 app.add_typer(demo.app, name="demo")
 app.add_typer(pipeline.app, name="pipeline")

@@ -8,7 +8,8 @@ with ``offsets.topic.num.partitions`` partitions, replication factor
 single broker creates it with replication factor 1) and Kafka's compacted configs, as
 Kafka's manager of the same name does; the first that needs a transaction coordinator
 creates ``__transaction_state`` the same way, from the ``transaction.state.log.*``
-configs. Topics are created through the metadata store, whose
+configs, and the first share group that reads its state creates ``__share_group_state``
+from the ``share.coordinator.state.topic.*`` configs. Topics are created through the metadata store, whose
 event makes the broker create their logs and lead them (and the group coordinator load the
 ``__consumer_offsets`` partitions led here).
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from odradek.coordinator.group.offsets_topic import OFFSETS_TOPIC, offsets_topic_configs
+from odradek.coordinator.share.coordinator import SHARE_STATE_TOPIC, share_state_topic_configs
 from odradek.coordinator.transaction.log_records import (
     TRANSACTION_STATE_TOPIC,
     transaction_state_topic_configs,
@@ -39,6 +41,8 @@ class AutoTopicCreationManager:
             return await self.offsets_topic()
         if name == TRANSACTION_STATE_TOPIC:
             return await self.transaction_state_topic()
+        if name == SHARE_STATE_TOPIC:
+            return await self.share_state_topic()
         try:
             return await self._metadata.create_topic(
                 name, self._config.get("num.partitions"),
@@ -64,6 +68,15 @@ class AutoTopicCreationManager:
             TRANSACTION_STATE_TOPIC, get("transaction.state.log.num.partitions"),
             get("transaction.state.log.replication.factor"),
             lambda replicas: transaction_state_topic_configs(get, replication_factor=replicas))
+
+    async def share_state_topic(self) -> TopicMetadata | None:
+        """``__share_group_state``, created the first time a share group needs it; None
+        while it cannot be."""
+        get = self._config.get
+        return await self._internal_topic(
+            SHARE_STATE_TOPIC, get("share.coordinator.state.topic.num.partitions"),
+            get("share.coordinator.state.topic.replication.factor"),
+            lambda replicas: share_state_topic_configs(get, replication_factor=replicas))
 
     async def _internal_topic(self, name: str, partitions: int, replication_factor: int,
                               configs: Callable[[int], dict[str, str]]) -> TopicMetadata | None:

@@ -38,6 +38,10 @@ from odradek.metadata.local import LocalMetadataStore
 from odradek.metadata.zk_client import BadVersionError, NoNodeError, ZooKeeperUnavailable
 from odradek.metadata.zookeeper import SessionChanged, ZooKeeperMetadataStore
 from odradek.coordinator.group.offsets_topic import OFFSETS_TOPIC
+from odradek.coordinator.group.storage import ReplicaTopicStore
+from odradek.coordinator.share.coordinator import SHARE_STATE_TOPIC, ShareCoordinator
+from odradek.coordinator.share.manager import SharePartitionManager
+from odradek.coordinator.share.persister import SharePersister
 from odradek.coordinator.transaction.log_records import TRANSACTION_STATE_TOPIC
 from odradek.coordinator.transaction.marker_channel import (
     TransactionMarkerChannel,
@@ -110,7 +114,22 @@ class Broker:
                                               alter_isr=self._alter_isr)
         # Consumer groups and their offsets, kept in __consumer_offsets.
         self.group_coordinator = group_coordinator_over(
-            self.replica_manager, self._topic, config.get, clock)
+            self.replica_manager, self._topic, config.get, clock,
+            topics=lambda: self.metadata.topics() if self.metadata else {},
+            racks=lambda: {b.node_id: b.rack for b in self.metadata.brokers()}
+            if self.metadata else {})
+        # Share groups (KIP-932): the durable state of share-partitions, kept in
+        # __share_group_state, and ShareFetch/ShareAcknowledge on the partitions led here.
+        self.share_coordinator = ShareCoordinator(
+            ReplicaTopicStore(replica_manager=self.replica_manager, topic=self._topic,
+                              append_timeout_ms=lambda: config.get("offsets.commit.timeout.ms"),
+                              topic_name=SHARE_STATE_TOPIC), clock)
+        self.share_persister = SharePersister(self.node_id, self.share_coordinator,
+                                              self._share_state_topic)
+        self.share_partitions = SharePartitionManager(
+            self.replica_manager, self.share_persister, config.get, clock)
+        self.group_coordinator.share_protocol.on_member_removed = \
+            self.share_partitions.close_session
         # Transactional ids and their transactions, kept in __transaction_state; the markers
         # go out through the channel, writes are verified through the verifier (start()).
         self.marker_channel: TransactionMarkerChannel | None = None
@@ -141,6 +160,9 @@ class Broker:
 
     def _topic(self, name: str) -> TopicMetadata | None:
         return self.metadata.topic(name) if self.metadata else None
+
+    async def _share_state_topic(self) -> TopicMetadata | None:
+        return await AutoTopicCreationManager(self.metadata, self.config).share_state_topic()
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -180,6 +202,7 @@ class Broker:
         load_quotas(self.quotas, self.metadata)
         self.metadata.subscribe(self._on_metadata_event)
         self.group_coordinator.startup()  # replays the __consumer_offsets partitions led here
+        self.share_coordinator.startup()  # and the __share_group_state ones
         # Replays the __transaction_state partitions led here, and completes the
         # transactions left prepared.
         self.transaction_coordinator.startup()
@@ -203,6 +226,7 @@ class Broker:
         await asyncio.gather(*self._background, return_exceptions=True)
         self._background.clear()
         self.group_coordinator.shutdown()  # a JoinGroup or SyncGroup waiting is answered now
+        self.share_coordinator.shutdown()
         self.transaction_coordinator.shutdown()
         for closing in (self.marker_channel, self.transaction_verifier):
             if closing is not None:
@@ -259,9 +283,10 @@ class Broker:
         return store
 
     def _start_transactions(self) -> None:
-        """The marker channel and the transaction verifier, once the metadata store is
-        open; in a cluster they reach other brokers on connections of their own, so that
-        markers never queue behind a follower's long poll."""
+        """The marker channel, the transaction verifier and the share persister, once the
+        metadata store is open; in a cluster they reach other brokers on connections of
+        their own, so that markers and share-partition states never queue behind a
+        follower's long poll."""
         connections = self._transaction_connections = None
         if self.controller is not None:
             connections = self._transaction_connections = BrokerConnections(
@@ -273,6 +298,11 @@ class Broker:
             lambda marker, respond: write_markers_locally(
                 self.replica_manager, self.group_coordinator, marker, respond),
             connections, self._inter_broker_endpoint)
+        # Share-partition states kept by the share coordinator of another broker.
+        self.share_persister = SharePersister(self.node_id, self.share_coordinator,
+                                              self._share_state_topic, connections,
+                                              self._inter_broker_endpoint)
+        self.share_partitions.persister = self.share_persister
         self.transaction_verifier = TransactionVerifier(
             self.node_id, self.metadata, self.transaction_coordinator, connections,
             self._inter_broker_endpoint)
@@ -344,6 +374,8 @@ class Broker:
             group_coordinator=self.group_coordinator,
             transaction_coordinator=self.transaction_coordinator,
             auto_topic_creation=AutoTopicCreationManager(self.metadata, self.config),
+            share_partitions=self.share_partitions,
+            share_coordinator=self.share_coordinator,
             controller=self.controller,
         )
 
@@ -457,8 +489,10 @@ class Broker:
         self.log_manager.delete_due_files()
 
     async def _tick_group_coordinator(self) -> None:
-        """Group sessions, rebalance timeouts and offset retention."""
+        """Group sessions, rebalance timeouts and offset retention; share-partition records
+        whose acquisition lock ended."""
         self.group_coordinator.tick()
+        self.share_partitions.tick()
 
     async def _abort_timed_out_transactions(self) -> None:
         """Transactions open longer than their timeout are aborted, their producers fenced;
@@ -486,11 +520,18 @@ class Broker:
             self.fetchers.remove_partitions(changes.became_leader + changes.removed)
             self.fetchers.add_partitions([self.replica_manager.get_partition(tp)
                                           for tp in changes.became_follower])
+        for tp in changes.became_follower + changes.removed:
+            self.share_partitions.on_resigned(tp)  # the new leader reads their state
         if topic.name == OFFSETS_TOPIC:
             for tp in changes.became_leader:
                 self.group_coordinator.on_elected(tp.partition)
             for tp in changes.became_follower + changes.removed:
                 self.group_coordinator.on_resigned(tp.partition)
+        elif topic.name == SHARE_STATE_TOPIC:
+            for tp in changes.became_leader:
+                self.share_coordinator.on_elected(tp.partition)
+            for tp in changes.became_follower + changes.removed:
+                self.share_coordinator.on_resigned(tp.partition)
         elif topic.name == TRANSACTION_STATE_TOPIC:
             # The coordinator epoch is the partition's leader epoch.
             for tp in changes.became_leader:
@@ -528,8 +569,10 @@ class Broker:
         match event:
             case TopicCreated(topic):
                 self._become_leader_or_follower(topic, topic.partitions)
+                self.group_coordinator.on_topics_changed()
             case PartitionsAdded(topic, previous_count):
                 self._become_leader_or_follower(topic, topic.partitions[previous_count:])
+                self.group_coordinator.on_topics_changed()
             case PartitionStatesChanged(topic, states):
                 self._become_leader_or_follower(topic, states)
             case TopicDeleted(topic):
@@ -539,6 +582,7 @@ class Broker:
                     if tp.topic == TRANSACTION_STATE_TOPIC:
                         self.transaction_coordinator.on_resigned(tp.partition)
                 self.group_coordinator.on_partitions_deleted(partitions)
+                self.group_coordinator.on_topics_changed()
             case TopicConfigChanged(topic):
                 self._refresh_configs(topic)
             case SessionChanged(valid):

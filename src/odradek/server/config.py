@@ -427,6 +427,27 @@ class BrokerConfig:
             )
         defaults = {name: self.topic_default(name).value for name in TOPIC_CONFIGS}
         _check_compaction_lags(defaults.__getitem__)
+        self._check_consumer_group_timeouts()
+
+    def _check_consumer_group_timeouts(self) -> None:
+        """Kafka's ``GroupCoordinatorConfig`` requirements on the consumer protocol."""
+        for kind in ("session.timeout", "heartbeat.interval"):
+            name = f"group.consumer.{kind}.ms"
+            low, high = (self.get(f"group.consumer.{b}.{kind}.ms") for b in ("min", "max"))
+            if not low <= self.get(name) <= high:
+                raise ConfigError(f"{name} must be between group.consumer.min.{kind}.ms "
+                                  f"({low}) and group.consumer.max.{kind}.ms ({high})", name)
+        lock = "group.share.record.lock.duration.ms"
+        low, high = (self.get(f"group.share.{b}.record.lock.duration.ms") for b in ("min", "max"))
+        if not low <= self.get(lock) <= high:
+            raise ConfigError(f"{lock} must be between group.share.min.record.lock.duration.ms "
+                              f"({low}) and group.share.max.record.lock.duration.ms ({high})",
+                              lock)
+        if self.get("group.consumer.heartbeat.interval.ms") >= self.get(
+                "group.consumer.session.timeout.ms"):
+            raise ConfigError("group.consumer.heartbeat.interval.ms must be less than "
+                              "group.consumer.session.timeout.ms",
+                              "group.consumer.heartbeat.interval.ms")
 
 
 def _parse_broker_props(props: Mapping[str, str]) -> dict[str, Any]:

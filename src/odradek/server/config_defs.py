@@ -383,6 +383,9 @@ _GZIP_LEVEL = Range(1, 9, also=-1)  # java.util.zip.Deflater levels; -1 = zlib's
 _LZ4_LEVEL = Range(1, 17)
 _ZSTD_LEVEL = Range(-131072, 22)  # Zstd.minCompressionLevel() .. maxCompressionLevel()
 _THROTTLED_REPLICAS = ThrottledReplicas()
+# The consumer protocol's assignors, by name or by Kafka's class name.
+_ASSIGNORS = OneOf(("uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+                    "org.apache.kafka.coordinator.group.assignor.RangeAssignor"))
 _SEGMENT_BYTES_MIN = 14  # LegacyRecord.RECORD_OVERHEAD_V0: a segment must hold one record
 
 
@@ -556,6 +559,31 @@ _BROKER_ROWS = (
     ConfigDef("group.max.session.timeout.ms", _I, 30 * MINUTE_MS, "Largest session timeout a consumer may ask for."),
     ConfigDef("group.initial.rebalance.delay.ms", _I, 3000, "Wait for more members before the first rebalance of an empty group."),
     ConfigDef("group.max.size", _I, INT_MAX, "Maximum members of one consumer group.", Range(1)),
+    # the consumer protocol (KIP-848)
+    ConfigDef("group.consumer.session.timeout.ms", _I, 45000, "A consumer-protocol member whose heartbeats stop for this long is removed.", Range(1)),
+    ConfigDef("group.consumer.min.session.timeout.ms", _I, 45000, "Smallest group.consumer.session.timeout.ms allowed.", Range(1)),
+    ConfigDef("group.consumer.max.session.timeout.ms", _I, 60000, "Largest group.consumer.session.timeout.ms allowed.", Range(1)),
+    ConfigDef("group.consumer.heartbeat.interval.ms", _I, 5000, "How often consumer-protocol members heartbeat.", Range(1)),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", _I, 5000, "Smallest group.consumer.heartbeat.interval.ms allowed.", Range(1)),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", _I, 15000, "Largest group.consumer.heartbeat.interval.ms allowed.", Range(1)),
+    ConfigDef("group.consumer.max.size", _I, INT_MAX, "Maximum members of one consumer-protocol group.", Range(1)),
+    ConfigDef("group.consumer.assignors", _LI, ("uniform", "range"), "Server-side assignors (names, or Kafka's class names); the first is the default.", _ASSIGNORS),
+    ConfigDef("group.consumer.migration.policy", _S, "bidirectional", "Whether an empty group may change between the classic and the consumer protocol: bidirectional, upgrade, downgrade or disabled.", OneOf(("bidirectional", "upgrade", "downgrade", "disabled"))),
+    # share groups (KIP-932)
+    ConfigDef("group.share.session.timeout.ms", _I, 45000, "A share group member whose heartbeats stop for this long is removed.", Range(1)),
+    ConfigDef("group.share.heartbeat.interval.ms", _I, 5000, "How often share group members heartbeat.", Range(1)),
+    ConfigDef("group.share.max.size", _I, 200, "Maximum members of one share group.", Range(1)),
+    ConfigDef("group.share.record.lock.duration.ms", _I, 30000, "How long a record delivered to a share group member is its alone; unacknowledged, it is then delivered again.", Range(1)),
+    ConfigDef("group.share.min.record.lock.duration.ms", _I, 15000, "Smallest group.share.record.lock.duration.ms allowed.", Range(1)),
+    ConfigDef("group.share.max.record.lock.duration.ms", _I, 60000, "Largest group.share.record.lock.duration.ms allowed.", Range(1)),
+    ConfigDef("group.share.delivery.count.limit", _I, 5, "Deliveries of a record to a share group after which it is archived, never delivered again.", Range(2, 10)),
+    ConfigDef("group.share.partition.max.record.locks", _I, 2000, "Records of one share-partition delivered and not yet acknowledged, at most.", Range(100, 10000)),
+    ConfigDef("share.auto.offset.reset", _S, "latest", "Where a share group starts reading a partition it has no state for: latest or earliest.", OneOf(("latest", "earliest"))),
+    ConfigDef("share.isolation.level", _S, "read_uncommitted", "Whether share groups read records of transactions not yet committed: read_uncommitted or read_committed.", OneOf(("read_uncommitted", "read_committed"))),
+    ConfigDef("share.coordinator.state.topic.num.partitions", _I, 50, "Partitions of __share_group_state.", Range(1)),
+    ConfigDef("share.coordinator.state.topic.replication.factor", _SH, 3, "Replication factor of __share_group_state.", Range(1)),
+    ConfigDef("share.coordinator.state.topic.min.isr", _SH, 2, "min.insync.replicas of __share_group_state.", Range(1)),
+    ConfigDef("share.coordinator.state.topic.segment.bytes", _I, 100 * 1024**2, "Segment size of __share_group_state.", Range(1)),
     ConfigDef("offset.metadata.max.bytes", _I, 4096, "Largest metadata string of an offset commit."),
     ConfigDef("offsets.topic.num.partitions", _I, 50, "Partitions of __consumer_offsets.", Range(1)),
     ConfigDef("offsets.topic.replication.factor", _SH, 3, "Replication factor of __consumer_offsets.", Range(1)),

@@ -16,6 +16,8 @@ from dataclasses import dataclass, fields
 
 from odradek.controller.controller import Controller
 from odradek.coordinator.group import GroupCoordinator
+from odradek.coordinator.share.coordinator import ShareCoordinator
+from odradek.coordinator.share.manager import SharePartitionManager
 from odradek.coordinator.transaction import TransactionCoordinator
 from odradek.metadata.store import MetadataStore
 from odradek.replication.replica_manager import ReplicaManager
@@ -31,6 +33,10 @@ class Services:
     group_coordinator: GroupCoordinator
     transaction_coordinator: TransactionCoordinator
     auto_topic_creation: AutoTopicCreationManager
+    # ShareFetch and ShareAcknowledge on the partitions led here (share groups, KIP-932).
+    share_partitions: SharePartitionManager
+    # The durable state of share-partitions in __share_group_state.
+    share_coordinator: ShareCoordinator
     # The controller election this broker takes part in (a cluster only; None on one node).
     controller: Controller | None = None
 

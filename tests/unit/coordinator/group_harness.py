@@ -5,18 +5,29 @@ from __future__ import annotations
 
 import itertools
 import struct
+import uuid
 from collections.abc import Callable, Sequence
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from odradek.coordinator.group.consumer_protocol import HeartbeatRequest
+from odradek.coordinator.group.heartbeats import HeartbeatResult
 from odradek.coordinator.group.coordinator import GroupCoordinator
 from odradek.coordinator.group.group import JoinGroupResult, JoinRequest, SyncGroupResult
-from odradek.coordinator.group.metadata_manager import GroupMetadataManager
+from odradek.coordinator.group.metadata_manager import (
+    GroupMetadataManager,
+    TransactionalProducer,
+    TransactionalRecord,
+)
+from odradek.metadata.model import PartitionState, TopicMetadata
 
 GROUP = "g"
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
+# The consumer protocol (KIP-848): the coordinator's session and heartbeat interval.
+CONSUMER_SESSION_MS = 45_000
+HEARTBEAT_INTERVAL_MS = 5_000
 
 CONFIG = {
     "group.min.session.timeout.ms": 1_000,
@@ -26,6 +37,11 @@ CONFIG = {
     "offset.metadata.max.bytes": 4096,
     "offsets.retention.minutes": 10,
     "offsets.retention.check.interval.ms": 1_000,
+    "group.consumer.session.timeout.ms": CONSUMER_SESSION_MS,
+    "group.consumer.heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+    "group.consumer.max.size": 1_000,
+    "group.consumer.assignors": ("uniform", "range"),
+    "group.consumer.migration.policy": "bidirectional",
 }
 
 
@@ -42,7 +58,8 @@ class MemoryStore:
 
     An append completes at once, unless ``hold`` is set: then its callback waits for
     ``release()``, as an acks=all append waits for the in-sync replicas. With ``fail_with``
-    set, an append writes nothing and completes with that error."""
+    set, an append writes nothing and completes with that error. Records written in a
+    producer's transaction are kept as ``TransactionalRecord``s."""
 
     def __init__(self, partitions: int = 3) -> None:
         self.logs: dict[int, list] = {p: [] for p in range(partitions)}
@@ -60,10 +77,13 @@ class MemoryStore:
         return list(self.logs[partition])
 
     def append(self, partition: int, records: Sequence,
-               callback: Callable[[ErrorCode], None]) -> None:
+               callback: Callable[[ErrorCode], None],
+               producer: TransactionalProducer | None = None) -> None:
         error = self.fail_with or ErrorCode.none
         if error is ErrorCode.none:
-            self.logs[partition].extend(records)
+            self.logs[partition].extend(
+                records if producer is None else
+                [TransactionalRecord(producer.producer_id, key, value) for key, value in records])
         if self.hold:
             self._held.append((callback, error))
         else:
@@ -79,23 +99,74 @@ class MemoryStore:
         return [r for log in self.logs.values() for r in log]
 
 
+class Cluster:
+    """The topics (``topics=``) and the brokers' racks (``racks=``) a coordinator sees. Topic
+    ids are 1, 2, 3 ... in the order of creation, so that topics sort by creation."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicMetadata] = {}
+        self.racks: dict[int, str | None] = {}
+        self._ids = itertools.count(1)
+
+    def create(self, name: str, partitions: int, replicas: tuple[int, ...] = (0,)
+               ) -> uuid.UUID:
+        topic_id = uuid.UUID(int=next(self._ids))
+        self.topics[name] = TopicMetadata(name, topic_id, self._partitions(0, partitions,
+                                                                           replicas))
+        return topic_id
+
+    def grow(self, name: str, partitions: int) -> None:
+        """The topic gets partitions up to ``partitions``."""
+        topic = self.topics[name]
+        replicas = topic.partitions[0].replicas if topic.partitions else (0,)
+        self.topics[name] = TopicMetadata(
+            name, topic.topic_id,
+            topic.partitions + self._partitions(len(topic.partitions), partitions, replicas))
+
+    def delete(self, name: str) -> None:
+        del self.topics[name]
+
+    def id(self, name: str) -> uuid.UUID:
+        return self.topics[name].topic_id
+
+    @staticmethod
+    def _partitions(start: int, end: int, replicas: tuple[int, ...]
+                    ) -> tuple[PartitionState, ...]:
+        return tuple(PartitionState(p, replicas[0], 0, replicas, replicas)
+                     for p in range(start, end))
+
+
 class Groups:
     """Drives a coordinator the way clients do, one call per request."""
 
-    def __init__(self, store: MemoryStore | None = None, **config) -> None:
-        self.now_ms = 1_000_000
+    def __init__(self, store: MemoryStore | None = None, *, cluster: Cluster | None = None,
+                 now_ms: int = 1_000_000, **config) -> None:
+        self.now_ms = now_ms
         self.store = store or MemoryStore()
+        self.cluster = cluster or Cluster()
         self.config = CONFIG | config
         ids = itertools.count(1)
-        clock = lambda: self.now_ms  # noqa: E731
+        clock = lambda: self.now_ms
         self.coordinator = GroupCoordinator(
             GroupMetadataManager(self.store, self.config.__getitem__, clock),
-            self.config.__getitem__, clock, new_uuid=lambda: f"uuid{next(ids)}")
+            self.config.__getitem__, clock, new_uuid=lambda: f"uuid{next(ids)}",
+            topics=lambda: self.cluster.topics, racks=lambda: self.cluster.racks)
         self.coordinator.startup()
 
-    def restart(self) -> Groups:
-        """A new coordinator over the same topic (a broker restart)."""
-        return Groups(self.store, **self.config)
+    def restart(self, *, keep_clock: bool = False) -> Groups:
+        """A new coordinator over the same topic (a broker restart); its clock starts over
+        unless ``keep_clock``."""
+        return Groups(self.store, cluster=self.cluster,
+                      now_ms=self.now_ms if keep_clock else 1_000_000, **self.config)
+
+    def consumer_heartbeat(self, member_id: str = "", epoch: int = 0, **fields
+                           ) -> list[HeartbeatResult]:
+        """Sends one ConsumerGroupHeartbeat (fields of :func:`heartbeat_request`); the list
+        receives its response when the coordinator gives it."""
+        responses: list[HeartbeatResult] = []
+        self.coordinator.consumer_group_heartbeat(
+            heartbeat_request(member_id, epoch, **fields), responses.append)
+        return responses
 
     def advance(self, ms: int) -> None:
         self.now_ms += ms
@@ -187,6 +258,22 @@ class Groups:
         syncs = [self.sync(m, generation, {m: m.encode() for m in ids}) for m in reversed(ids)]
         assert all(s and s[0].error is ErrorCode.none for s in syncs)
         return ids, generation
+
+
+def heartbeat_request(member_id: str = "", epoch: int = 0, *, group: str = GROUP,
+                      instance: str | None = None, rack: str | None = None,
+                      rebalance_ms: int = -1, topics: Sequence[str] | None = None,
+                      regex: str | None = None, assignor: str | None = None,
+                      owned: dict | None = None, client_id: str = "client",
+                      client_host: str = "/127.0.0.1") -> HeartbeatRequest:
+    """A ConsumerGroupHeartbeat; every optional field defaults to "unchanged" (None, or
+    -1 for the rebalance timeout)."""
+    return HeartbeatRequest(
+        group_id=group, member_id=member_id, member_epoch=epoch, instance_id=instance,
+        rack_id=rack, rebalance_timeout_ms=rebalance_ms,
+        subscribed_topic_names=None if topics is None else tuple(topics),
+        subscribed_topic_regex=regex, server_assignor=assignor, owned=owned,
+        client_id=client_id, client_host=client_host)
 
 
 def fetched(groups: Groups, partitions=None, group: str = GROUP) -> dict:

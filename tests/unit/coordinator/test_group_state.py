@@ -23,14 +23,19 @@ S, E = GroupState, GroupEvent
     (S.COMPLETING_REBALANCE, E.ASSIGNMENT_STORED, S.STABLE),
     (S.COMPLETING_REBALANCE, E.REBALANCE_TRIGGERED, S.PREPARING_REBALANCE),
     (S.STABLE, E.REBALANCE_TRIGGERED, S.PREPARING_REBALANCE),
-    *[(state, E.GROUP_REMOVED, S.DEAD) for state in S],
+    *[(state, E.GROUP_REMOVED, S.DEAD) for state in GROUP_TRANSITIONS],
 ])
 def test_each_transition_kafka_makes_is_in_the_table(state, event, expected):
     assert next_state(state, event) is expected
 
 
 def test_the_table_has_no_other_transition():
-    assert sum(len(row) for row in GROUP_TRANSITIONS.values()) == 6 + len(S)
+    assert sum(len(row) for row in GROUP_TRANSITIONS.values()) == 6 + len(GROUP_TRANSITIONS)
+
+
+def test_the_table_covers_every_classic_state_and_no_consumer_protocol_state():
+    # Assigning and Reconciling are derived from a consumer group's epochs, not a table.
+    assert set(GROUP_TRANSITIONS) == set(S) - {S.ASSIGNING, S.RECONCILING}
 
 
 @pytest.mark.parametrize(("state", "event"), [
@@ -51,4 +56,5 @@ def test_a_rebalance_can_start_from_empty_stable_and_completing_rebalance_only()
 
 def test_states_are_spelt_as_kafka_spells_them_on_the_wire():
     assert [str(s) for s in S] == [
-        "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"]
+        "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning",
+        "Reconciling"]

@@ -105,7 +105,7 @@ def test_a_connection_gives_every_request_its_listener_principal_and_address():
 
 def test_the_dispatcher_builds_the_context_of_each_request():
     quotas = RecordingQuotas()
-    dispatcher = Dispatcher(Services(BrokerConfig(), *[None] * 5), quotas)
+    dispatcher = Dispatcher(Services(BrokerConfig(), *[None] * 7), quotas)
     body = minimal(request_class(ApiKey.API_VERSIONS, 3))
     frame = encode_request(ApiKey.API_VERSIONS, 3, 7, body, client_id="my-client")
     dispatcher(frame, CLIENT)
@@ -117,7 +117,7 @@ def test_the_dispatcher_builds_the_context_of_each_request():
 
 
 def test_a_handler_receives_the_services_it_declares():
-    services = Services(BrokerConfig(), "the metadata store", *[None] * 4)
+    services = Services(BrokerConfig(), "the metadata store", *[None] * 6)
 
     def handler(ctx, request, metadata, config):
         return metadata, config
@@ -130,7 +130,7 @@ def test_a_handler_declaring_an_unknown_service_is_refused():
         return broker
 
     with pytest.raises(TypeError, match="unknown services"):
-        bind(handler, Services(BrokerConfig(), *[None] * 5))
+        bind(handler, Services(BrokerConfig(), *[None] * 7))
 
 
 # -- throttle_time ---------------------------------------------------------------------------

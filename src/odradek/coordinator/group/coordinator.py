@@ -14,12 +14,19 @@ and not thread-safe, as the rest of the package.
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.coordinator.group.consumer_group import ConsumerGroup
+from odradek.coordinator.group.consumer_protocol import (
+    ConsumerGroupProtocol,
+    HeartbeatRequest,
+    migration_allows,
+)
 from odradek.coordinator.group.group import (
     CONSUMER_PROTOCOL_TYPE,
     Group,
@@ -30,13 +37,22 @@ from odradek.coordinator.group.group import (
     SyncGroupResult,
     check_member,
 )
+from odradek.coordinator.group.heartbeats import HeartbeatCallback, HeartbeatResult
 from odradek.coordinator.group.membership import UNKNOWN_MEMBER_ID, GroupMembership
 from odradek.coordinator.group.metadata_manager import (
+    AnyGroup,
     GroupMetadataManager,
     TransactionalProducer,
+    send_away,
 )
 from odradek.coordinator.group.offsets_topic import OffsetAndMetadata
+from odradek.coordinator.group.share_group import (
+    ShareGroup,
+    ShareGroupProtocol,
+    ShareHeartbeatRequest,
+)
 from odradek.coordinator.group.state import GroupState
+from odradek.metadata.model import TopicMetadata
 from odradek.protocol.topic_partition import TopicPartition
 
 # How often the broker calls tick(): sessions and rebalance timeouts hold to within it.
@@ -47,13 +63,26 @@ OffsetDeleteResult = tuple[ErrorCode, dict[TopicPartition, ErrorCode]]
 
 _S = GroupState
 
+log = logging.getLogger(__name__)
+
 
 class GroupCoordinator:
     def __init__(self, manager: GroupMetadataManager, config: Callable[[str], Any],
                  clock: Callable[[], int],
-                 new_uuid: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
+                 new_uuid: Callable[[], str] = lambda: str(uuid.uuid4()), *,
+                 topics: Callable[[], Mapping[str, TopicMetadata]] = dict,
+                 racks: Callable[[], Mapping[int, str | None]] = dict) -> None:
+        """``topics`` lists the cluster's topics by name and ``racks`` the brokers' racks:
+        the consumer protocol assigns partitions itself."""
         self.manager = manager
         self.membership = GroupMembership(manager, config, clock, new_uuid)
+        self.consumer_protocol = ConsumerGroupProtocol(manager, config, clock, topics, racks,
+                                                       new_uuid)
+        manager.on_consumer_group_loaded = self.consumer_protocol.start_sessions
+        self.share_protocol = ShareGroupProtocol(
+            config, clock, topics, manager.is_coordinator_for,
+            lambda group_id: group_id in manager.groups)
+        self._config = config
         self._clock = clock
         self._active = False
 
@@ -66,7 +95,7 @@ class GroupCoordinator:
     def shutdown(self) -> None:
         """Members waiting for a response are told to find the coordinator again."""
         self._active = False
-        self._send_away(self.manager.unload_all())
+        send_away(self.manager.unload_all())
 
     def on_elected(self, partition: int) -> None:
         """This broker now leads ``__consumer_offsets-<partition>``: its groups are loaded
@@ -77,18 +106,22 @@ class GroupCoordinator:
         """Another broker leads ``__consumer_offsets-<partition>`` now: its groups are
         unloaded, and their waiting members told to find the new coordinator (Kafka's
         ``onResignation``)."""
-        self._send_away(self.manager.unload_partition(partition))
+        send_away(self.manager.unload_partition(partition))
+        self.share_protocol.forget(lambda group_id: self.manager.partition_for(group_id)
+                                   == partition)
 
-    @staticmethod
-    def _send_away(groups: list[Group]) -> None:
-        for group in groups:
-            for member in group.members.values():
-                member.respond_join(JoinGroupResult(ErrorCode.not_coordinator, member.member_id))
-                member.respond_sync(SyncGroupResult(ErrorCode.not_coordinator))
+    def on_topics_changed(self) -> None:
+        """Topics were created, deleted or given partitions: consumer groups subscribed to
+        them compute their assignment again."""
+        self.consumer_protocol.on_topics_changed()
+        self.share_protocol.on_topics_changed()
 
     def tick(self) -> None:
         """Advances every timer to now: sessions, rebalances, pending syncs, retention."""
-        self.membership.timers.tick(self._clock())
+        now_ms = self._clock()
+        self.membership.timers.tick(now_ms)
+        self.consumer_protocol.tick(now_ms)
+        self.share_protocol.tick(now_ms)
 
     def _status(self, group_id: str | None, *, allow_empty_id: bool) -> ErrorCode:
         """Kafka's ``validateGroupStatus``; an empty group id is valid for the APIs that
@@ -105,16 +138,36 @@ class GroupCoordinator:
 
     def join_group(self, group_id: str, join: JoinRequest) -> None:
         error = self._status(group_id, allow_empty_id=False)
+        if error is ErrorCode.none:
+            error = self._classic_or_downgraded(group_id)
         if error is not ErrorCode.none:
             join.respond(JoinGroupResult(error, join.member_id))
         else:
             self.membership.join_group(group_id, join)
+
+    def _classic_or_downgraded(self, group_id: str) -> ErrorCode:
+        """A JoinGroup for a consumer-protocol group: an empty one becomes a classic group
+        with its offsets (Kafka's online downgrade, if the migration policy allows it);
+        classic members cannot join one with members."""
+        group = self.manager.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup) or group.removed:
+            return ErrorCode.none
+        if group.is_(_S.EMPTY) and migration_allows(self._config, upgrade=False):
+            log.info("group %s: the empty consumer group becomes a classic group", group_id)
+            self.manager.convert_to_classic_group(group, lambda _: None)
+            return ErrorCode.none
+        return ErrorCode.inconsistent_group_protocol
+
+    def _is_consumer_group(self, group_id: str) -> bool:
+        return isinstance(self.manager.groups.get(group_id), ConsumerGroup)
 
     def sync_group(self, *, group_id: str, generation_id: int, member_id: str,
                    group_instance_id: str | None, protocol_type: str | None,
                    protocol_name: str | None, assignments: dict[str, bytes],
                    respond: SyncCallback) -> None:
         error = self._status(group_id, allow_empty_id=False)
+        if error is ErrorCode.none and self._is_consumer_group(group_id):
+            error = ErrorCode.unknown_member_id
         if error is not ErrorCode.none:
             respond(SyncGroupResult(error))
         else:
@@ -124,6 +177,8 @@ class GroupCoordinator:
     def heartbeat(self, *, group_id: str, generation_id: int, member_id: str,
                   group_instance_id: str | None) -> ErrorCode:
         error = self._status(group_id, allow_empty_id=False)
+        if error is ErrorCode.none and self._is_consumer_group(group_id):
+            error = ErrorCode.unknown_member_id
         if error is not ErrorCode.none:
             return error
         return self.membership.heartbeat(group_id, generation_id, member_id, group_instance_id)
@@ -133,17 +188,69 @@ class GroupCoordinator:
         error = self._status(group_id, allow_empty_id=False)
         if error is not ErrorCode.none:
             return error, []
+        if self._is_consumer_group(group_id):
+            return ErrorCode.none, [ErrorCode.unknown_member_id] * len(leaving)
         return self.membership.leave_group(group_id, leaving)
+
+    # -- the consumer protocol (KIP-848) -----------------------------------------------------
+
+    def consumer_group_heartbeat(self, request: HeartbeatRequest,
+                                 respond: HeartbeatCallback) -> None:
+        # An empty group id is the heartbeat's own INVALID_REQUEST, as in Kafka.
+        error = self._status(request.group_id, allow_empty_id=True)
+        if error is not ErrorCode.none:
+            respond(HeartbeatResult(error))
+        else:
+            self.consumer_protocol.heartbeat(request, respond)
+
+    # -- share groups (KIP-932) -------------------------------------------------------------
+
+    def share_group_heartbeat(self, request: ShareHeartbeatRequest) -> HeartbeatResult:
+        error = self._status(request.group_id, allow_empty_id=False)
+        if error is not ErrorCode.none:
+            return HeartbeatResult(error)
+        return self.share_protocol.heartbeat(request)
+
+    def describe_share_group(self, group_id: str) -> tuple[ErrorCode, ShareGroup | None]:
+        """ShareGroupDescribe: GROUP_ID_NOT_FOUND for a group of another kind or none."""
+        error = self._status(group_id, allow_empty_id=False)
+        if error is not ErrorCode.none:
+            return error, None
+        group = self.share_protocol.groups.get(group_id)
+        return (ErrorCode.none, group) if group else (ErrorCode.group_id_not_found, None)
+
+    def describe_consumer_group(self, group_id: str) -> tuple[ErrorCode, ConsumerGroup | None]:
+        """ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for a classic group or none at all."""
+        error = self._status(group_id, allow_empty_id=False)
+        if error is not ErrorCode.none:
+            return error, None
+        group = self.manager.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup) or group.removed:
+            return ErrorCode.group_id_not_found, None
+        return ErrorCode.none, group
 
     # -- offsets ---------------------------------------------------------------------------
 
     def commit_offsets(self, *, group_id: str, generation_id: int, member_id: str,
                        group_instance_id: str | None,
                        offsets: dict[TopicPartition, tuple[int, int, str | None]],
-                       respond: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+                       respond: Callable[[dict[TopicPartition, ErrorCode]], None],
+                       api_version: int = 9) -> None:
         """``offsets``: (offset, leader epoch, metadata) per partition. Generation -1 with
-        no member is a simple commit, allowed while the group has no members. ``respond``
-        gets each partition's error once the commit is written (at once if it is refused)."""
+        no member is a simple commit, allowed while the group has no members; in a
+        consumer-protocol group the generation is the member epoch. ``respond`` gets each
+        partition's error once the commit is written (at once if it is refused)."""
+        if self._is_consumer_group(group_id):
+            group = self.manager.groups[group_id]
+            error = self._status(group_id, allow_empty_id=True)
+            if error is ErrorCode.none:
+                error = _check_consumer_commit(group, generation_id, member_id,
+                                               transactional=False, api_version=api_version)
+            if error is not ErrorCode.none:
+                respond({tp: error for tp in offsets})
+                return
+            self.manager.store_offsets(group, offsets, respond)
+            return
         error = self._status(group_id, allow_empty_id=True)
         group = self.manager.groups.get(group_id)
         if error is ErrorCode.none and group is None:
@@ -177,7 +284,11 @@ class GroupCoordinator:
         if error is ErrorCode.none and group is None:
             group = Group(group_id, _S.EMPTY, self._clock())
             self.manager.groups[group_id] = group
-        if error is ErrorCode.none:
+        if error is ErrorCode.none and isinstance(group, ConsumerGroup):
+            if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID:
+                error = _check_consumer_commit(group, generation_id, member_id,
+                                               transactional=True, api_version=0)
+        elif error is ErrorCode.none:
             if group.is_(_S.DEAD):
                 error = ErrorCode.coordinator_not_available
             elif generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID \
@@ -211,11 +322,21 @@ class GroupCoordinator:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
+                      member_id: str | None = None, member_epoch: int = -1
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         """(error, offsets): committed offsets whatever the group's state, since a group
-        may commit without using group management at all."""
+        may commit without using group management at all. A consumer-protocol member that
+        names itself (OffsetFetch v9) must be a member at its current epoch."""
         error = self._status(group_id, allow_empty_id=True)
+        group = self.manager.groups.get(group_id)
+        if (error is ErrorCode.none and isinstance(group, ConsumerGroup)
+                and (member_id or member_epoch >= 0)):
+            member = group.members.get(member_id or "")
+            if member is None:
+                error = ErrorCode.unknown_member_id
+            elif member.member_epoch != member_epoch:
+                error = ErrorCode.stale_member_epoch
         if error is not ErrorCode.none:
             return error, {}
         return ErrorCode.none, self.manager.fetch_offsets(group_id, partitions)
@@ -256,13 +377,16 @@ class GroupCoordinator:
 
     # -- admin -----------------------------------------------------------------------------
 
-    def list_groups(self) -> list[Group]:
-        return [g for g in self.manager.groups.values() if not g.is_(_S.DEAD)]
+    def list_groups(self) -> list[AnyGroup | ShareGroup]:
+        return ([g for g in self.manager.groups.values() if not g.is_(_S.DEAD)]
+                + list(self.share_protocol.groups.values()))
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupDescription | None]:
         """(error, description); no description for a group that does not exist."""
         error = self._status(group_id, allow_empty_id=True)
         group = self.manager.groups.get(group_id) if error is ErrorCode.none else None
+        if isinstance(group, ConsumerGroup):  # described by ConsumerGroupDescribe
+            return error, None
         return error, group.describe() if group is not None else None
 
     def delete_groups(self, group_ids: list[str],
@@ -282,3 +406,22 @@ class GroupCoordinator:
                     deletable.append(group)
             results[group_id] = error
         self.manager.remove_groups(deletable, lambda removed: respond(results | removed))
+
+
+def _check_consumer_commit(group: ConsumerGroup, member_epoch: int, member_id: str, *,
+                           transactional: bool, api_version: int) -> ErrorCode:
+    """Kafka's ``ConsumerGroup.validateOffsetCommit``: a simple commit (epoch -1) only to an
+    empty group; otherwise a member at its current epoch, through OffsetCommit v9+ (which
+    carries member epochs) unless the commit is transactional."""
+    if group.removed:
+        return ErrorCode.coordinator_not_available
+    if member_epoch < 0 and not group.members:
+        return ErrorCode.none
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.unknown_member_id
+    if not transactional and api_version < 9:
+        return ErrorCode.unsupported_version
+    if member_epoch != member.member_epoch:
+        return ErrorCode.illegal_generation if transactional else ErrorCode.stale_member_epoch
+    return ErrorCode.none

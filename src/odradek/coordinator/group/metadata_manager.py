@@ -31,7 +31,15 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from odradek.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, Group
+from odradek.coordinator.group import consumer_records
+from odradek.coordinator.group.consumer_group import ConsumerGroup
+from odradek.coordinator.group.consumer_records import ConsumerGroupKey, RecordType
+from odradek.coordinator.group.group import (
+    CONSUMER_PROTOCOL_TYPE,
+    Group,
+    JoinGroupResult,
+    SyncGroupResult,
+)
 from odradek.coordinator.group.offsets_topic import (
     GroupKey,
     OffsetAndMetadata,
@@ -53,6 +61,11 @@ from odradek.protocol.topic_partition import TopicPartition
 log = logging.getLogger(__name__)
 
 KeyValue = tuple[bytes, bytes | None]
+# Either kind of group: classic (``group.py``) or consumer protocol (``consumer_group.py``).
+AnyGroup = Group | ConsumerGroup
+# The records that delete a consumer group's own keys (its members are deleted as they go).
+_CONSUMER_GROUP_KEYS = (RecordType.TARGET_ASSIGNMENT_EPOCH, RecordType.SUBSCRIPTION_METADATA,
+                        RecordType.GROUP_EPOCH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +158,7 @@ class GroupMetadataManager:
         self._store = store
         self._config = config
         self._clock = clock
-        self.groups: dict[str, Group] = {}
+        self.groups: dict[str, AnyGroup] = {}
         self._partition_count: int | None = None
         self._loaded: set[int] = set()
         # Producer id -> the groups holding its pending transactional offsets (Kafka's
@@ -193,9 +206,11 @@ class GroupMetadataManager:
     def _load_partition(self, partition: int) -> None:
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         stored_groups: dict[str, StoredGroup | None] = {}
+        consumer_groups: dict[str, ConsumerGroup] = {}
         # Offsets of transactions not ended (yet) where the replay is: producer id ->
         # group -> offsets.
         pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        now_ms = self._clock()
         for stored in self._store.read(partition):
             match stored:
                 case TransactionEnd(producer_id, commit):
@@ -208,7 +223,7 @@ class GroupMetadataManager:
                 case (key, value):
                     target = offsets
             try:
-                match decode_key(key):
+                match _decode_key(key):
                     case OffsetKey(group_id, tp):
                         group_offsets = target.setdefault(group_id, {})
                         if value is None:
@@ -218,18 +233,36 @@ class GroupMetadataManager:
                     case GroupKey(group_id):
                         stored_groups[group_id] = (None if value is None
                                                    else decode_group_metadata_value(value))
+                    case ConsumerGroupKey() as group_key:
+                        group = consumer_groups.get(group_key.group_id)
+                        if group is None or group.removed:
+                            group = consumer_groups[group_key.group_id] = ConsumerGroup(
+                                group_key.group_id, now_ms)
+                        group.replay(group_key, None if value is None else
+                                     consumer_records.decode_value(group_key.type, value),
+                                     now_ms)
             except (OffsetsRecordError, UnicodeDecodeError) as e:
                 log.warning("__consumer_offsets-%d: skipping a record: %s", partition, e)
         pending_groups = {group_id for groups in pending.values() for group_id in groups}
-        now_ms = self._clock()
-        for group_id in stored_groups.keys() | offsets.keys() | pending_groups:
+        consumer_groups = {g: group for g, group in consumer_groups.items() if not group.removed}
+        for group_id in (stored_groups.keys() | offsets.keys() | pending_groups
+                         | consumer_groups.keys()):
             stored = stored_groups.get(group_id)
             group_offsets = offsets.get(group_id, {})
-            if stored is None and not group_offsets and group_id not in pending_groups:
+            if (stored is None and not group_offsets and group_id not in pending_groups
+                    and group_id not in consumer_groups):
                 continue
-            # Offsets without a group record: a simple group that only commits.
-            group = (Group(group_id, GroupState.EMPTY, now_ms) if stored is None
-                     else Group.loaded(group_id, stored, now_ms))
+            # A group changing protocol deletes its old records first, so at most one kind
+            # is left; offsets without a group record belong to a simple group that only
+            # commits.
+            group: AnyGroup
+            if group_id in consumer_groups:
+                group = consumer_groups[group_id]
+                self.on_consumer_group_loaded(group)
+            elif stored is None:
+                group = Group(group_id, GroupState.EMPTY, now_ms)
+            else:
+                group = Group.loaded(group_id, stored, now_ms)
             group.offsets = group_offsets
             group.pending_txn_offsets = {
                 producer_id: groups[group_id] for producer_id, groups in pending.items()
@@ -238,6 +271,23 @@ class GroupMetadataManager:
                 self._groups_of_producer.setdefault(producer_id, set()).add(group_id)
             self.groups[group_id] = group
         log.info("loaded __consumer_offsets-%d", partition)
+
+    def on_consumer_group_loaded(self, group: ConsumerGroup) -> None:
+        """Set by the coordinator: a consumer group read from the log starts its members'
+        sessions."""
+
+    def reload_partition(self, partition: int) -> None:
+        """Memory and the log disagree (an append failed after its records were applied):
+        the partition's groups are read again from the log."""
+        if partition not in self._loaded:
+            return
+        log.warning("__consumer_offsets-%d: reloading its groups after a failed write",
+                    partition)
+        unloaded = self.unload_partition(partition)
+        for group in unloaded:
+            group.pending_offset_commits = 0
+        send_away(unloaded)
+        self.load_partition(partition)
 
     def unload_all(self) -> list[Group]:
         """Forgets every group (broker shutdown); returns them so waiting members can be told."""
@@ -272,7 +322,63 @@ class GroupMetadataManager:
                                        group_metadata_value(group.stored(assignments)))],
                      stored)
 
-    def store_offsets(self, group: Group,
+    def append_consumer_group_records(
+            self, group: ConsumerGroup,
+            changes: Sequence[tuple[ConsumerGroupKey | bytes, object | None]],
+            callback: AppendCallback) -> None:
+        """Writes records already applied to ``group`` in memory; if the write fails the
+        partition is read again from the log, which undoes them. ``callback`` gets the
+        error the member is to see."""
+        records = [(key if isinstance(key, bytes) else consumer_records.encode_key(key),
+                    None if value is None or isinstance(key, bytes)
+                    else consumer_records.encode_value(key.type, value))
+                   for key, value in changes]
+        partition = self.partition_for(group.group_id)
+
+        def written(error: ErrorCode) -> None:
+            if error is not ErrorCode.none:
+                log.warning("group %s: writing %d records failed: %s", group.group_id,
+                            len(records), error.name)
+                if partition is not None:
+                    self.reload_partition(partition)
+            callback(group_store_error(error))
+
+        self._append(group.group_id, records, written)
+
+    def convert_to_consumer_group(self, classic: Group
+                                  ) -> tuple[ConsumerGroup, list[tuple[bytes, None]]]:
+        """An empty classic group becomes a consumer group with its offsets (Kafka's online
+        upgrade); returns it and the tombstone of the classic group's record, to be written
+        with the new group's first records."""
+        group = ConsumerGroup(classic.group_id, self._clock())
+        self._move_offsets(classic, group)
+        self.groups[group.group_id] = group
+        tombstones = ([(group_metadata_key(classic.group_id), None)]
+                      if classic.generation_id > 0 else [])
+        return group, tombstones
+
+    def convert_to_classic_group(self, consumer: ConsumerGroup,
+                                 callback: AppendCallback) -> Group:
+        """An empty consumer group becomes a classic group with its offsets (Kafka's online
+        downgrade): the consumer group's records are deleted. The classic group is in memory
+        at once; ``callback`` gets the outcome of the write."""
+        group = Group(consumer.group_id, GroupState.EMPTY, self._clock())
+        self._move_offsets(consumer, group)
+        self.groups[group.group_id] = group
+        consumer.removed = True
+        self.append_consumer_group_records(
+            consumer, [(ConsumerGroupKey(t, consumer.group_id), None)
+                       for t in _CONSUMER_GROUP_KEYS], callback)
+        return group
+
+    def _move_offsets(self, source: AnyGroup, target: AnyGroup) -> None:
+        # Commits in flight complete on the source (their callbacks hold it), into the offsets
+        # both share; their count stays there, or the target could never be removed.
+        target.offsets = source.offsets
+        target.pending_txn_offsets = source.pending_txn_offsets
+        source.transition(GroupEvent.GROUP_REMOVED, self._clock())
+
+    def store_offsets(self, group: AnyGroup,
                       offsets: dict[TopicPartition, tuple[int, int, str | None]],
                       callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
         """Commits (offset, leader epoch, metadata) per partition, all in one batch;
@@ -294,7 +400,7 @@ class GroupMetadataManager:
                                        offset_commit_value(o)) for tp, o in valid.items()],
                      stored)
 
-    def store_txn_offsets(self, group: Group, producer: TransactionalProducer,
+    def store_txn_offsets(self, group: AnyGroup, producer: TransactionalProducer,
                           offsets: dict[TopicPartition, tuple[int, int, str | None]],
                           callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
         """TxnOffsetCommit: the offsets are written in ``producer``'s transaction and
@@ -363,7 +469,7 @@ class GroupMetadataManager:
             return dict(offsets)
         return {tp: offsets.get(tp) for tp in partitions}
 
-    def remove_groups(self, groups: list[Group],
+    def remove_groups(self, groups: list[AnyGroup],
                       callback: Callable[[dict[str, ErrorCode]], None]) -> None:
         """Deletes groups with their offsets: tombstones, then gone from memory. ``callback``
         gets each group's error once every group's tombstones are written."""
@@ -373,7 +479,7 @@ class GroupMetadataManager:
         results: dict[str, ErrorCode] = {}
         remaining = len(groups)
 
-        def removed(group: Group, error: ErrorCode) -> None:
+        def removed(group: AnyGroup, error: ErrorCode) -> None:
             nonlocal remaining
             results[group.group_id] = group_store_error(error)
             remaining -= 1
@@ -384,14 +490,14 @@ class GroupMetadataManager:
             self._remove(group, list(group.offsets), remove_group=True,
                          callback=functools.partial(removed, group))
 
-    def remove_offsets(self, group: Group, partitions: list[TopicPartition],
+    def remove_offsets(self, group: AnyGroup, partitions: list[TopicPartition],
                        callback: AppendCallback) -> None:
         """OffsetDelete: tombstones, then gone from memory; ``callback`` gets the error the
         client is to see."""
         self._remove(group, partitions, remove_group=False,
                      callback=lambda error: callback(offset_store_error(error)))
 
-    def _remove(self, group: Group, partitions: list[TopicPartition], *, remove_group: bool,
+    def _remove(self, group: AnyGroup, partitions: list[TopicPartition], *, remove_group: bool,
                 callback: AppendCallback) -> None:
         """Writes tombstones for the group's offsets of ``partitions``, and for the group's
         record if ``remove_group``. Once they are written the offsets leave memory, and the
@@ -402,7 +508,10 @@ class GroupMetadataManager:
                                    for tp in partitions]
         # A group that never had a generation only committed offsets: it has no group record
         # to delete (Kafka skips the tombstone for generation 0 too).
-        if remove_group and group.generation_id > 0:
+        if remove_group and isinstance(group, ConsumerGroup):
+            records += [(consumer_records.encode_key(ConsumerGroupKey(t, group.group_id)), None)
+                        for t in _CONSUMER_GROUP_KEYS]
+        elif remove_group and group.generation_id > 0:
             records.append((group_metadata_key(group.group_id), None))
 
         def written(error: ErrorCode) -> None:
@@ -421,9 +530,10 @@ class GroupMetadataManager:
         else:
             written(ErrorCode.none)
 
-    def _forget(self, group: Group) -> None:
+    def _forget(self, group: AnyGroup) -> None:
         group.transition(GroupEvent.GROUP_REMOVED, self._clock())
-        self.groups.pop(group.group_id, None)
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
         for producer_id in group.pending_txn_offsets:
             self._groups_of_producer.get(producer_id, set()).discard(group.group_id)
 
@@ -442,7 +552,7 @@ class GroupMetadataManager:
         deleted = frozenset(partitions)
         return self._cleanup(lambda group: [tp for tp in group.offsets if tp in deleted])
 
-    def _cleanup(self, select: Callable[[Group], list[TopicPartition]]) -> int:
+    def _cleanup(self, select: Callable[[AnyGroup], list[TopicPartition]]) -> int:
         """Kafka's ``cleanupGroupMetadata``: the offsets ``select`` picks in each group, then
         Empty groups left with none. They leave memory once their tombstones are written; a
         group whose tombstones cannot be written keeps those offsets, in memory as in the
@@ -461,7 +571,26 @@ class GroupMetadataManager:
         return removed_count
 
 
-def _expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[TopicPartition]:
+def send_away(groups: Iterable[AnyGroup]) -> None:
+    """Groups no longer coordinated from memory: classic members waiting for a JoinGroup or
+    SyncGroup response are told to find the coordinator again; consumer-protocol members
+    learn it from their next heartbeat."""
+    for group in groups:
+        if isinstance(group, ConsumerGroup):
+            continue
+        for member in group.members.values():
+            member.respond_join(JoinGroupResult(ErrorCode.not_coordinator, member.member_id))
+            member.respond_sync(SyncGroupResult(ErrorCode.not_coordinator))
+
+
+def _decode_key(key: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey:
+    """Any key of the topic: a consumer group's (types 3 to 8) or a classic one's."""
+    if len(key) >= 2 and consumer_records.is_consumer_group_key(int.from_bytes(key[:2], "big")):
+        return consumer_records.decode_key(key)
+    return decode_key(key)
+
+
+def _expired_offsets(group: AnyGroup, now_ms: int, retention_ms: int) -> list[TopicPartition]:
     """GroupMetadata.removeExpiredOffsets: which base time counts depends on the group."""
     subscribed: frozenset[str] = frozenset()
     if group.protocol_type is not None and group.is_(GroupState.EMPTY):
@@ -469,7 +598,7 @@ def _expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[Topic
         def base(_: OffsetAndMetadata) -> int:
             return group.state_timestamp_ms
     elif (group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.subscribed_topics is not None
-          and group.is_(GroupState.STABLE)):
+          and (group.is_(GroupState.STABLE) or isinstance(group, ConsumerGroup))):
         # KIP-496: offsets of topics no member subscribes to any more.
         subscribed = group.subscribed_topics
 

@@ -35,6 +35,11 @@ class GroupState(enum.Enum):
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
+    # A consumer-protocol group (``consumer_group.py``) derives its state from its epochs
+    # instead of following this table: Empty, Assigning (a new target assignment is due),
+    # Reconciling (members are moving to it), Stable, Dead.
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
 
     def __str__(self) -> str:
         return self.value
@@ -94,4 +99,4 @@ def next_state(state: GroupState, event: GroupEvent) -> GroupState:
 
 def can_rebalance(state: GroupState) -> bool:
     """Rule 3: Kafka's ``canRebalance``."""
-    return GroupEvent.REBALANCE_TRIGGERED in GROUP_TRANSITIONS[state]
+    return GroupEvent.REBALANCE_TRIGGERED in GROUP_TRANSITIONS.get(state, {})

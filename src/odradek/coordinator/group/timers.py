@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from odradek.coordinator.group.consumer_group import ConsumerGroup
 from odradek.coordinator.group.group import Group, RebalanceTimer
 from odradek.coordinator.group.state import GroupState
 
@@ -68,6 +69,8 @@ class GroupTimers:
 
     def tick(self, now_ms: int) -> None:
         for group in list(self._membership.manager.groups.values()):
+            if isinstance(group, ConsumerGroup):  # the consumer protocol's own timers
+                continue
             try:
                 self._advance(group, now_ms)
             except Exception:  # a bug in one group must not stop the timers of all

@@ -8,7 +8,10 @@ Authorization, as Kafka's ``KafkaApis.handleTopicMetadataRequest``: a topic the 
 not DESCRIBE is left out when every topic is asked for, and answered
 TOPIC_AUTHORIZATION_FAILED when named, whether or not it exists. A named topic that does not
 exist is auto-created only with CREATE on the cluster or on the topic, else it too is
-TOPIC_AUTHORIZATION_FAILED. Authorized operations (KIP-430) are filled in when asked for:
+TOPIC_AUTHORIZATION_FAILED. From v10 a topic may be asked for by id (KIP-516; consumers of
+the KIP-848 protocol learn their assignment as topic ids): an unknown id is UNKNOWN_TOPIC_ID,
+one the client may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED without its name. Authorized
+operations (KIP-430) are filled in when asked for:
 each described topic's from v8, the cluster's in v8-v10 (later clients ask DescribeCluster).
 """
 
@@ -113,7 +116,11 @@ async def handle_metadata(ctx: RequestContext, request, metadata: MetadataStore,
 async def _named_topics(ctx: RequestContext, request, metadata: MetadataStore,
                         config: BrokerConfig, auto_topic_creation: AutoTopicCreationManager,
                         operations: TopicOperations) -> list[dict]:
+    by_id = {wanted.topic_id: metadata.topic_by_id(wanted.topic_id)
+             for wanted in request.topics
+             if wanted.name is None and getattr(wanted, "topic_id", None) is not None}
     names = {wanted.name for wanted in request.topics if wanted.name is not None}
+    names |= {topic.name for topic in by_id.values() if topic is not None}
     describable = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     allow_create = (getattr(request, "allow_auto_topic_creation", True)
                     and config.get("auto.create.topics.enable"))
@@ -122,8 +129,14 @@ async def _named_topics(ctx: RequestContext, request, metadata: MetadataStore,
     topics = []
     for wanted in request.topics:
         name = wanted.name
-        if name is None:
-            topics.append(_topic_error("", ErrorCode.unknown_topic_id))
+        if name is None:  # asked for by id (v10+), as KIP-848 consumers do
+            topic = by_id.get(getattr(wanted, "topic_id", None))
+            if topic is None:
+                topics.append(_topic_error("", ErrorCode.unknown_topic_id))
+            elif topic.name not in describable:
+                topics.append(_topic_error("", ErrorCode.topic_authorization_failed))
+            else:
+                topics.append(describe_topic(topic, operations(topic.name)))
         elif name not in describable:
             topics.append(_topic_error(name, ErrorCode.topic_authorization_failed))
         elif (topic := metadata.topic(name)) is not None:

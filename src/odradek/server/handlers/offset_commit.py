@@ -39,7 +39,8 @@ def handle_offset_commit(ctx: RequestContext, request, metadata: MetadataStore,
             member_id=request.member_id,
             group_instance_id=getattr(request, "group_instance_id", None),
             offsets=offsets,
-            respond=committed)
+            respond=committed,
+            api_version=ctx.api_version)
     else:
         committed({})
     return committed.then(lambda commit_errors: ctx.respond(

@@ -41,26 +41,32 @@ def handle_offset_fetch(ctx: RequestContext, request,
         return ctx.respond(groups=[
             {"group_id": group.group_id,
              **_fetch(ctx, group_coordinator, group.group_id, group.topics,
-                      request.require_stable)}
+                      request.require_stable, getattr(group, "member_id", None),
+                      getattr(group, "member_epoch", -1))}
             for group in request.groups])
     return ctx.respond(**_fetch(ctx, group_coordinator, request.group_id, request.topics,
                                 getattr(request, "require_stable", False)))
 
 
 def _fetch(ctx: RequestContext, group_coordinator: GroupCoordinator, group_id: str,
-           topics, require_stable: bool) -> dict:
+           topics, require_stable: bool, member_id: str | None = None,
+           member_epoch: int = -1) -> dict:
+    """One group's offsets; from v9 a consumer-protocol member names itself and its epoch,
+    and is answered UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH if it is not current."""
     requested = None if topics is None else [
         TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return _group_error(ctx, requested, ErrorCode.group_authorization_failed)
     if requested is None:
-        error, offsets = group_coordinator.fetch_offsets(group_id, None)
+        error, offsets = group_coordinator.fetch_offsets(group_id, None, member_id,
+                                                         member_epoch)
         describable = _describable(ctx, offsets)
         offsets = dict(sorted(offsets.items()))
     else:
         describable = _describable(ctx, requested)
         error, offsets = group_coordinator.fetch_offsets(
-            group_id, [tp for tp in requested if tp.topic in describable])
+            group_id, [tp for tp in requested if tp.topic in describable], member_id,
+            member_epoch)
     if error is not ErrorCode.none:
         return _group_error(ctx, requested, error)
     unstable = group_coordinator.unstable_partitions(group_id) if require_stable else set()
