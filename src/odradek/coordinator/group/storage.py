@@ -8,8 +8,12 @@ batch, so the records are on every in-sync replica before the coordinator answer
 acknowledged commit is as durable as an acks=all record. The append's callback is called
 with its outcome, at once on a single node or when the replicas have it, or with
 REQUEST_TIMED_OUT after the timeout (``offsets.commit.timeout.ms`` for groups). Reads replay a partition led here
-from its log start offset to its high watermark, batch by batch, telling records written
-in a transaction (TxnOffsetCommit) and the transactions' markers apart.
+from its log start offset to its log end offset, batch by batch, telling records written
+in a transaction (TxnOffsetCommit) and the transactions' markers apart. The log end, not
+the high watermark: a leader just elected holds every record the old leader acknowledged
+(it was in the ISR), but its high watermark moves past them only once its followers fetch
+again, and a coordinator that loaded less would answer from a state older than what its
+clients were told (Kafka's coordinator loader reads to the log end too).
 """
 
 from __future__ import annotations
@@ -66,10 +70,10 @@ class ReplicaTopicStore:
         if replica is None:
             return
         offset = replica.log_start_offset
-        while offset < replica.high_watermark:
+        while offset < replica.log_end_offset:
             info = replica.read_records(offset, LOAD_READ_BYTES,
                                         isolation_level=IsolationLevel.READ_UNCOMMITTED,
-                                        from_follower=False, min_one_batch=True)
+                                        from_follower=True, min_one_batch=True)
             batches = list(iter_batches(info.records))
             if not batches:
                 return
