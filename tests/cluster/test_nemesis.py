@@ -7,9 +7,11 @@ idempotent acks=all producer writes unique values and a consumer group reads and
 the nemesis, one fault at a time for a bounded number of rounds: kills a broker with
 SIGKILL, stops one with SIGTERM, pauses one with SIGSTOP (once briefly, once long enough for
 its ZooKeeper session to expire while it is frozen), restarts ZooKeeper, and cuts a broker
-off from the others; after each it heals the fault and waits for every ISR to be full
-again. Then the checker reads every replica: nothing acknowledged lost or duplicated,
-replicas identical below the high watermark, committed offsets never going backwards.
+off from the others. A kill, a long pause and a cut last until ZooKeeper shows the cluster
+felt them (the broker replaced as leader, or out of every ISR); after each fault the nemesis
+heals it and waits for every ISR to be full again. Then the checker reads every replica:
+nothing acknowledged lost or duplicated, replicas identical below the high watermark,
+committed offsets never going backwards.
 """
 
 from __future__ import annotations
@@ -25,15 +27,16 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.cluster.local import BrokerProcess, LocalCluster, free_ports
 from proxy import InterBrokerProxy
-from workload import (SESSION_TIMEOUT_MS, GroupReader, Workload, check_topic, full_isr, leaders,
-                      wait_for)
+from workload import (SESSION_TIMEOUT_MS, GroupReader, Workload, ZooKeeperView, check_topic,
+                      full_isr, leaders, wait_for)
 
 TOPIC = "nemesis"
 PARTITIONS = 6
-FAULTS = ["kill -9", "SIGTERM", "pause", "isolate", "zookeeper restart", "long pause",
-          "isolate", "kill -9"]
+FAULTS = ["kill -9", "SIGTERM", "pause", "isolate", "zookeeper restart", "long pause"]
 # A follower cut off leaves the ISR this fast, so an isolation is felt within the test.
 REPLICA_LAG_MS = 4000
+# A killed or frozen broker is replaced once its ZooKeeper session expires.
+LEAVE_S = SESSION_TIMEOUT_MS / 1000 + 30
 
 
 class ProxiedCluster:
@@ -82,7 +85,13 @@ def proxied_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxie
             proxy.stop()
 
 
-def test_nothing_acknowledged_is_lost_whatever_the_nemesis_does(proxied_cluster):
+@pytest.fixture
+def zookeeper(proxied_cluster: ProxiedCluster) -> Iterator[ZooKeeperView]:
+    with ZooKeeperView(proxied_cluster.cluster.zookeeper.connect_string) as view:
+        yield view
+
+
+def test_nothing_acknowledged_is_lost_whatever_the_nemesis_does(proxied_cluster, zookeeper):
     cluster = proxied_cluster.cluster
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3,
@@ -99,29 +108,37 @@ def test_nothing_acknowledged_is_lost_whatever_the_nemesis_does(proxied_cluster)
             victim = cluster.brokers[victim_id]
             if kind == "kill -9":
                 victim.kill()
-                time.sleep(SESSION_TIMEOUT_MS / 1000 + 1)
+                wait_for(lambda: zookeeper.replaced(victim_id, TOPIC),
+                         f"broker {victim_id} replaced after its kill", LEAVE_S)
                 victim.start()
             elif kind == "SIGTERM":
                 stopping = threading.Thread(target=victim.stop, daemon=True)
                 stopping.start()
                 stopping.join(90)
                 victim.start()
-            elif kind in ("pause", "long pause"):
-                # A short pause keeps the broker's ZooKeeper session; a long one outlasts it,
-                # so it wakes up replaced as leader, registers again and catches up.
+            elif kind == "pause":
+                # A short pause keeps the broker's ZooKeeper session.
                 victim.pause()
-                time.sleep(2 if kind == "pause" else SESSION_TIMEOUT_MS / 1000 + 3)
+                time.sleep(2)
+                victim.resume()
+            elif kind == "long pause":
+                # A long one outlasts it: the broker wakes up replaced as leader, registers
+                # again and catches up.
+                victim.pause()
+                wait_for(lambda: zookeeper.replaced(victim_id, TOPIC),
+                         f"broker {victim_id} replaced while paused", LEAVE_S)
                 victim.resume()
             elif kind == "isolate":
                 proxied_cluster.isolate(victim_id)
-                time.sleep(2 * REPLICA_LAG_MS / 1000)
+                wait_for(lambda: zookeeper.cut_off(victim_id, TOPIC),
+                         f"broker {victim_id} cut off in every ISR", REPLICA_LAG_MS / 1000 + 30)
                 proxied_cluster.heal()
             elif kind == "zookeeper restart":
                 cluster.zookeeper.kill()
                 time.sleep(2)
                 cluster.zookeeper.start()
             faults[kind] += 1
-            wait_for(lambda: full_isr(admin, TOPIC), f"every ISR full after {kind}")
+            wait_for(lambda: zookeeper.full_isr(TOPIC), f"every ISR full after {kind}")
         time.sleep(2)
         workload.stop()
         acknowledged = sum(map(len, workload.acknowledged.values()))

@@ -36,15 +36,21 @@ from txn_checker import (
     end_offsets,
     read_partitions,
 )
-from workload import SESSION_TIMEOUT_MS, full_isr, leaders, wait_for
+from workload import SESSION_TIMEOUT_MS, ZooKeeperView, full_isr, leaders, wait_for
 
 PROCESSES = Path(__file__).with_name("txn_processes.py")
 PARTITIONS = 6
 FAULTS = ["kill -9 coordinator", "pause", "kill -9 leader", "SIGTERM coordinator",
           "long pause coordinator"]
+# A killed or frozen broker is replaced once its ZooKeeper session expires.
+LEAVE_S = SESSION_TIMEOUT_MS / 1000 + 30
 CONFIGS = {
     # Timed-out transactions are looked for every second, not every ten.
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+    # The consume-transform-produce loop's group: its first member is let in at once, and a
+    # killed one is let go after the loop's short session (txn_processes).
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "3000",
     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
 }
 
@@ -54,6 +60,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(tmp_path_factory.mktemp("transactions"), brokers=3, configs=CONFIGS,
                       zookeeper_session_timeout_ms=SESSION_TIMEOUT_MS) as started:
         yield started
+
+
+@pytest.fixture
+def zookeeper(cluster: LocalCluster) -> Iterator[ZooKeeperView]:
+    with ZooKeeperView(cluster.zookeeper.connect_string) as view:
+        yield view
 
 
 def create_topic(cluster: LocalCluster, name: str, partitions: int) -> AdminClient:
@@ -75,7 +87,7 @@ def all_decided(bootstrap: str, topic: str, partitions: int) -> bool:
         bootstrap, topic, partitions)
 
 
-def test_no_anomaly_whatever_the_nemesis_does_to_transactions(cluster):
+def test_no_anomaly_whatever_the_nemesis_does_to_transactions(cluster, zookeeper):
     topic = "txn-checker"
     admin = create_topic(cluster, topic, PARTITIONS)
     writers = TransactionalWriters(cluster.bootstrap_servers, topic, PARTITIONS).start()
@@ -91,19 +103,25 @@ def test_no_anomaly_whatever_the_nemesis_does_to_transactions(cluster):
             victim = cluster.brokers[victim_id]
             if kind.startswith("kill -9"):
                 victim.kill()
-                time.sleep(SESSION_TIMEOUT_MS / 1000 + 1)
+                wait_for(lambda: zookeeper.replaced(victim_id, topic, TRANSACTION_STATE_TOPIC),
+                         f"broker {victim_id} replaced after its kill", LEAVE_S)
                 victim.start()
             elif kind.startswith("SIGTERM"):
                 stopping = threading.Thread(target=victim.stop, daemon=True)
                 stopping.start()
                 stopping.join(90)
                 victim.start()
-            else:
+            elif kind == "pause":  # shorter than its ZooKeeper session
                 victim.pause()
-                time.sleep(2 if kind == "pause" else SESSION_TIMEOUT_MS / 1000 + 3)
+                time.sleep(2)
+                victim.resume()
+            else:  # frozen until its session expired and it was replaced as leader
+                victim.pause()
+                wait_for(lambda: zookeeper.replaced(victim_id, topic, TRANSACTION_STATE_TOPIC),
+                         f"broker {victim_id} replaced while paused", LEAVE_S)
                 victim.resume()
             faults[kind] += 1
-            wait_for(lambda: full_isr(admin, topic) and full_isr(admin, TRANSACTION_STATE_TOPIC),
+            wait_for(lambda: zookeeper.full_isr(topic, TRANSACTION_STATE_TOPIC),
                      f"every ISR full after {kind}")
             time.sleep(1)
     finally:
@@ -156,7 +174,7 @@ def test_a_producer_killed_mid_transaction_is_aborted_by_its_timeout_or_its_succ
     wait_for_line(hanging, "written")
     hanging.kill()
     hanging.wait(10)
-    # transaction.timeout.ms is 5 s: the coordinator aborts it, the stable offset moves.
+    # transaction.timeout.ms is 2 s: the coordinator aborts it, the stable offset moves.
     took = wait_for(lambda: all_decided(bootstrap, topic, 1), "the timeout aborts it", 30)
     assert took < 15
     hanging = spawn("hang", bootstrap, topic, "killed-2")
@@ -176,7 +194,7 @@ def test_a_producer_killed_mid_transaction_is_aborted_by_its_timeout_or_its_succ
     assert read[0] == [b"successor"]
 
 
-def test_consume_transform_produce_moves_every_record_once_through_kills(cluster):
+def test_consume_transform_produce_moves_every_record_once_through_kills(cluster, zookeeper):
     source, sink = "ctp-source", "ctp-sink"
     admin = create_topic(cluster, source, 3)
     create_topic(cluster, sink, 3)
@@ -191,16 +209,17 @@ def test_consume_transform_produce_moves_every_record_once_through_kills(cluster
     loop = spawn("ctp", bootstrap, source, sink)
     kills = restarts = 0
     try:
-        for round_ in range(4):
+        for round_ in range(2):  # the loop killed twice, the second time with a broker
             time.sleep(rng.uniform(1.0, 3.0))
             loop.kill()
             loop.wait(10)
             kills += 1
             if round_ % 2 == 1:
-                victim = cluster.brokers[rng.choice(sorted(set(leaders(admin, sink).values())
-                                                           - {-1}))]
+                victim_id = rng.choice(sorted(set(leaders(admin, sink).values()) - {-1}))
+                victim = cluster.brokers[victim_id]
                 victim.kill()
-                time.sleep(SESSION_TIMEOUT_MS / 1000 + 1)
+                wait_for(lambda: zookeeper.replaced(victim_id, sink),
+                         f"broker {victim_id} replaced after its kill", LEAVE_S)
                 victim.start()
                 restarts += 1
                 wait_for(lambda: full_isr(admin, sink), "the sink's ISRs are full")

@@ -3,7 +3,8 @@
 ``Workload`` is an idempotent acks=all producer of unique values that records what it was
 told; ``GroupReader`` a consumer in a group that records every offset it committed;
 ``check_topic`` reads every replica of every partition from the brokers' files and checks
-the workload's acknowledged values against them (``checker``).
+the workload's acknowledged values against them (``checker``); ``ZooKeeperView`` tells when
+a fault has been felt or healed.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
 
 from checker import CheckResult, check_partition, read_replicas
+from odradek.metadata import zk_layout as layout
 
 # A killed broker leaves the cluster when its ZooKeeper session expires: short sessions
 # keep failover tests quick, long enough that a loaded machine never expires a live one.
@@ -147,6 +150,53 @@ def full_isr(admin: AdminClient, topic_name: str) -> bool:
     return all(len(m.isrs) == 3 and m.leader >= 0 for m in topic.partitions.values())
 
 
+class ZooKeeperView:
+    """The cluster as ZooKeeper holds it: the live brokers' registrations, and each
+    partition's leader and ISR as the controller and the leaders last wrote them.
+
+    Every broker answers Metadata from its own watches on ZooKeeper, so a client sees the
+    same within a round trip, but not from a broker that was frozen while its session
+    expired: until it has read everything again, it answers with what it knew before, full
+    ISRs and leaderships it no longer has. Waits for a fault to be felt, or healed, ask
+    ZooKeeper instead."""
+
+    def __init__(self, connect_string: str) -> None:
+        # kazoo's default reconnection backs off towards an hour; a ZooKeeper restarted by
+        # a test is back within seconds.
+        self._client = KazooClient(connect_string, connection_retry={
+            "max_tries": -1, "delay": 0.1, "max_delay": 0.5})
+
+    def __enter__(self) -> ZooKeeperView:
+        self._client.start(timeout=30)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._client.stop()
+        self._client.close()
+
+    def live_brokers(self) -> set[int]:
+        return {int(child) for child in self._client.get_children(layout.BROKER_IDS)}
+
+    def partitions(self, topic: str) -> list[layout.LeaderAndIsr]:
+        return [layout.decode_leader_and_isr(
+                    self._client.get(layout.partition_state_path(topic, int(partition)))[0])
+                for partition in self._client.get_children(layout.partitions_path(topic))]
+
+    def full_isr(self, *topics: str) -> bool:
+        return all(len(state.isr) == 3 and state.leader >= 0
+                   for topic in topics for state in self.partitions(topic))
+
+    def replaced(self, node_id: int, *topics: str) -> bool:
+        """Whether the cluster has given up on broker ``node_id``: its session ended, taking
+        its registration, and it leads no partition of ``topics``."""
+        return node_id not in self.live_brokers() and all(
+            state.leader != node_id for topic in topics for state in self.partitions(topic))
+
+    def cut_off(self, node_id: int, topic: str) -> bool:
+        """Whether every ISR of ``topic`` shows broker ``node_id`` cut off from the others:
+        the partitions it leads have only it in sync, the others have it out of sync."""
+        return all(state.isr == (node_id,) if state.leader == node_id
+                   else node_id not in state.isr for state in self.partitions(topic))
 
 
 def check_topic(bootstrap: str, data_dirs: dict[int, Path], topic: str, partitions: int,

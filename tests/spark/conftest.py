@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import confluent_kafka
 import confluent_kafka.admin
 import pytest
+from drivers import JVM_OPTIONS
 
 from odradek.spark.session import local_session
 from odradek.testing.embedded import EmbeddedBroker
@@ -23,7 +24,8 @@ _names = itertools.count()
 
 @pytest.fixture(scope="session")
 def spark():
-    session = local_session("odradek-tests", master="local[2]")
+    session = local_session("odradek-tests", master="local[2]",
+                            **{"spark.driver.extraJavaOptions": JVM_OPTIONS})
     yield session
     session.stop()
 

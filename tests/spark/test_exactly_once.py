@@ -17,7 +17,7 @@ from pathlib import Path
 
 import confluent_kafka
 import pytest
-from drivers import TIMEOUT_SECONDS, CopyQuery, kill, topic_values
+from drivers import JVM_OPTIONS, TIMEOUT_SECONDS, CopyQuery, kill, topic_values
 
 from odradek.pipelines import reservoir_sample
 from odradek.pipelines.streams import StreamSettings
@@ -255,7 +255,8 @@ def test_an_update_mode_pipeline_writes_each_micro_batch_once_through_foreachBat
 
 
 def cli_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "ODRADEK_BOOTSTRAP_SERVERS"}
+    return {**{k: v for k, v in os.environ.items() if k != "ODRADEK_BOOTSTRAP_SERVERS"},
+            "SPARK_SUBMIT_OPTS": JVM_OPTIONS}
 
 
 def test_pipeline_run_refuses_exactly_once_when_printing():
