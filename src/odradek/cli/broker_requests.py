@@ -138,6 +138,16 @@ async def exchange(broker: BrokerAddress, request: Any,
         connection.close()
 
 
+def exchange_with_broker(kafka: Kafka, broker: BrokerAddress, request: Any) -> Any:
+    """The answer of ``broker``, reached as the command's librdkafka clients reach it; fails
+    with one line naming the broker and the problem when it does not answer."""
+    name = type(request).__name__.removesuffix("Request")
+    try:
+        return asyncio.run(exchange(broker, request, client_security(kafka.config())))
+    except (BrokerConnectionError, TimeoutError) as exc:  # both name the address
+        fail(f"{name}: broker {broker.node_id}: {exc}")
+
+
 def exchange_with_any_broker(kafka: Kafka, request: Any) -> Any:
     """The answer of the first broker of the cluster that gives one, as Kafka's admin client
     sends requests any broker serves (client quotas, SCRAM credentials) to whichever it

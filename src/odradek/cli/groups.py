@@ -10,7 +10,6 @@ sent to its coordinator by the CLI itself.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any, Optional
 
@@ -27,16 +26,10 @@ from confluent_kafka.admin import ConsumerGroupDescription, OffsetSpec
 
 from odradek.cli import output
 from odradek.cli.arguments import DEFAULT_BOOTSTRAP_SERVERS, BootstrapServers, ClientProperties
-from odradek.cli.broker_requests import (
-    BrokerAddress,
-    client_security,
-    describe_error,
-    exchange,
-)
+from odradek.cli.broker_requests import BrokerAddress, describe_error, exchange_with_broker
 from odradek.cli.client import ADMIN_TIMEOUTS, Kafka
 from odradek.cli.consume import UNUSED_GROUP_ID
 from odradek.cli.errors import fail
-from odradek.client.connection import BrokerConnectionError
 from odradek.protocol.api import ApiKey, request_class
 from odradek.protocol.messages import build
 
@@ -241,11 +234,8 @@ def _consumer_group(kafka: Kafka, description: ConsumerGroupDescription) -> Any:
     node = description.coordinator
     request = build(request_class(ApiKey.CONSUMER_GROUP_DESCRIBE, 0),
                     group_ids=[description.group_id], include_authorized_operations=False)
-    try:
-        response = asyncio.run(exchange(BrokerAddress(node.id, node.host, node.port), request,
-                                        client_security(kafka.config())))
-    except (BrokerConnectionError, TimeoutError) as exc:
-        fail(f"ConsumerGroupDescribe: broker {node.id}: {exc}")
+    response = exchange_with_broker(kafka, BrokerAddress(node.id, node.host, node.port),
+                                    request)
     [described] = response.groups
     if described.error_code != 0:
         fail(f"{_group(description.group_id)}: "

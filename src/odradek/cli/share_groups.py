@@ -11,7 +11,6 @@ begin; a reset moves it, only while the group has no member, and is a dry run un
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 import typer
@@ -22,15 +21,13 @@ from odradek.cli import output
 from odradek.cli.arguments import DEFAULT_BOOTSTRAP_SERVERS, BootstrapServers, ClientProperties
 from odradek.cli.broker_requests import (
     BrokerAddress,
-    client_security,
     describe_error,
-    exchange,
     exchange_with_any_broker,
+    exchange_with_broker,
 )
 from odradek.cli.client import REQUEST_TIMEOUT_SECONDS, Kafka
 from odradek.cli.consume import UNUSED_GROUP_ID
 from odradek.cli.errors import fail
-from odradek.client.connection import BrokerConnectionError
 from odradek.protocol.api import ApiKey, request_class
 from odradek.protocol.messages import build
 
@@ -46,14 +43,6 @@ def _group(name: str) -> str:
 
 def _request(api_key: ApiKey, version: int, **fields: Any) -> Any:
     return build(request_class(api_key, version), **fields)
-
-
-def _send(kafka: Kafka, broker: BrokerAddress, request: Any) -> Any:
-    name = type(request).__name__.removesuffix("Request")
-    try:
-        return asyncio.run(exchange(broker, request, client_security(kafka.config())))
-    except (BrokerConnectionError, TimeoutError) as exc:
-        fail(f"{name}: broker {broker.node_id}: {exc}")
 
 
 def _coordinator(kafka: Kafka, group: str) -> BrokerAddress:
@@ -75,7 +64,7 @@ def list_groups(
         cluster = kafka.admin.list_topics(timeout=REQUEST_TIMEOUT_SECONDS)
         rows = []
         for broker in sorted(cluster.brokers.values(), key=lambda b: b.id):
-            listed = _send(kafka, BrokerAddress(broker.id, broker.host, broker.port),
+            listed = exchange_with_broker(kafka, BrokerAddress(broker.id, broker.host, broker.port),
                            _request(ApiKey.LIST_GROUPS, 5, types_filter=[SHARE_GROUP_TYPE]))
             if listed.error_code != ErrorCode.none:
                 fail(f"ListGroups: broker {broker.id}: {describe_error(listed.error_code, None)}")
@@ -94,7 +83,7 @@ def describe(
     with Kafka(bootstrap_server, command_config) as kafka:
         for name in groups:
             coordinator = _coordinator(kafka, name)
-            described = _send(kafka, coordinator, _request(
+            described = exchange_with_broker(kafka, coordinator, _request(
                 ApiKey.SHARE_GROUP_DESCRIBE, 1, group_ids=[name],
                 include_authorized_operations=False)).groups[0]
             offsets = _offsets(kafka, coordinator, name)
@@ -120,7 +109,7 @@ def _offsets(kafka: Kafka, coordinator: BrokerAddress, group: str
              ) -> dict[tuple[str, int], tuple[int, int]]:
     """(topic, partition) -> (start offset, lag) for every partition the group has state
     for."""
-    answer = _send(kafka, coordinator, _request(
+    answer = exchange_with_broker(kafka, coordinator, _request(
         ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, groups=[{"group_id": group, "topics": None}]))
     [described] = answer.groups
     if described.error_code != ErrorCode.none:
@@ -167,7 +156,7 @@ def reset_offsets(
         if not execute:
             output.note("dry run: nothing changed (--execute to apply)")
             return
-        answer = _send(kafka, coordinator, _request(
+        answer = exchange_with_broker(kafka, coordinator, _request(
             ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, group_id=group, topics=[{
                 "topic_name": topic, "partitions": [
                     {"partition_index": p, "start_offset": new} for p, new in plan.items()]}]))
@@ -190,7 +179,7 @@ def delete(
     """Delete share groups without members, with their state."""
     with Kafka(bootstrap_server, command_config) as kafka:
         for name in groups:
-            answer = _send(kafka, _coordinator(kafka, name),
+            answer = exchange_with_broker(kafka, _coordinator(kafka, name),
                            _request(ApiKey.DELETE_GROUPS, 2, groups_names=[name]))
             [result] = answer.results
             if result.error_code != ErrorCode.none:
