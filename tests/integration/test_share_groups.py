@@ -31,6 +31,7 @@ SHARE_CONFIGS = {
     "group_share_min_record_lock_duration_ms": 1000,
     "group_share_record_lock_duration_ms": LOCK_MS,
     "group_share_delivery_count_limit": DELIVERY_LIMIT,
+    "group_share_min_heartbeat_interval_ms": 100,
     "group_share_heartbeat_interval_ms": 500,
 }
 
@@ -227,26 +228,38 @@ def test_a_member_killed_holding_records_loses_none_of_them(bootstrap, create_to
             survivor.close()
 
 
-def test_acknowledged_records_stay_acknowledged_across_a_broker_restart(tmp_path):
+def restartable_broker(tmp_path) -> EmbeddedBroker:
+    """A broker with SHARE_CONFIGS on a port of its own, kept across a restart: clients
+    reconnect where they were."""
     [port] = free_ports(1)
-    configs = {**SHARE_CONFIGS, "listeners": f"PLAINTEXT://127.0.0.1:{port}"}
-    with EmbeddedBroker(tmp_path, **configs) as broker:
+    return EmbeddedBroker(tmp_path, **SHARE_CONFIGS, listeners=f"PLAINTEXT://127.0.0.1:{port}")
+
+
+def accept_below(consumer: confluent_kafka.ShareConsumer, offset: int) -> set[int]:
+    """Polls until it gets records, accepts those below ``offset``, releases the others
+    and commits; returns the offsets accepted."""
+    accepted = set()
+    for message in poll_until_some(consumer):
+        if message.offset() < offset:
+            consumer.acknowledge(message, ACCEPT)
+            accepted.add(message.offset())
+        else:
+            consumer.acknowledge(message, RELEASE)
+    consumer.commit_sync(GROUP_TIMEOUT_SECONDS)
+    return accepted
+
+
+def test_acknowledged_records_stay_acknowledged_across_a_broker_restart(tmp_path):
+    with restartable_broker(tmp_path) as broker:
         bootstrap = broker.bootstrap_servers
         topic = create_topic_on(broker, "durable")
         produce(bootstrap, topic, 20)
         consumer = share_consumer(bootstrap, "durable", topic, explicit=True)
         try:
-            accepted = []
-            for message in poll_until_some(consumer):  # accept the first ten, hold the rest
-                if message.offset() < 10:
-                    consumer.acknowledge(message, ACCEPT)
-                    accepted.append(message.offset())
-                else:
-                    consumer.acknowledge(message, RELEASE)
-            consumer.commit_sync(GROUP_TIMEOUT_SECONDS)
+            accepted = accept_below(consumer, 10)  # accept the first ten, hold the rest
         finally:
             consumer.close()
-        assert sorted(accepted) == list(range(10))
+        assert accepted == set(range(10))
 
         broker.restart()
         assert start_offset(broker.port, "durable", topic) == 10  # read back from the log

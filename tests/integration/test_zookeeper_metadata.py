@@ -27,6 +27,7 @@ from odradek.metadata.store import (
     TopicCreated,
     TopicDeleted,
     entity_path,
+    group_entity,
 )
 from odradek.metadata.zk_client import BadVersionError, SetData, ZooKeeperUnavailable
 from odradek.metadata.zookeeper import ZooKeeperMetadataStore
@@ -452,6 +453,11 @@ def test_acls_and_entity_configs_written_by_one_broker_reach_every_other(zookeep
                 "producer_byte_rate": "1024"} for n in nodes), "the quota on every broker")
             assert entity == "users/alice/clients/app%201"
             assert await nodes[0].store.zk.exists("/config/users/alice/clients/app%201")
+            group = group_entity("orders app")  # a group's configs, beside them
+            await nodes[1].store.set_entity_configs(group, {"share.auto.offset.reset": "earliest"})
+            await eventually(lambda: all(n.store.entity_configs().get(group) == {
+                "share.auto.offset.reset": "earliest"} for n in nodes), "the group's configs")
+            assert await nodes[0].store.zk.exists("/config/groups/orders%20app")
             assert await nodes[0].store.zk.exists("/kafka-acl-extended/prefixed/Topic") \
                 is not None
         finally:

@@ -1,4 +1,9 @@
-"""``odradek configs``: describe and change topic and broker configs.
+"""``odradek configs``: describe and change the configs of topics, brokers and groups.
+
+A group's configs (KIP-848, KIP-932) are its own session timeouts and heartbeat intervals, and
+for a share group its record lock duration, where it starts reading a partition
+(``share.auto.offset.reset``) and its isolation level; a group without them takes the
+broker's.
 
 Changes use IncrementalAlterConfigs (KIP-339): only the named keys are set or deleted, the
 others keep their values — unlike AlterConfigs, which replaces the whole set.
@@ -27,15 +32,20 @@ from odradek.cli.arguments import (
 from odradek.cli.client import ADMIN_TIMEOUTS, Kafka
 from odradek.cli.errors import fail
 
-app = typer.Typer(help="Describe and change topic and broker configs.", no_args_is_help=True)
+app = typer.Typer(help="Describe and change the configs of topics, brokers and groups.",
+                  no_args_is_help=True)
 
 TopicName = Annotated[Optional[str], typer.Option("--topic", help="A topic's configs.")]
 BrokerId = Annotated[Optional[int], typer.Option("--broker", help="A broker's configs (its id).")]
+GroupId = Annotated[Optional[str], typer.Option(
+    "--group", help="A consumer or share group's configs.")]
 
 
 def subject(resource: ConfigResource) -> str:
     if resource.restype == ResourceType.TOPIC:
         return f"topic {resource.name!r}"
+    if resource.restype == ResourceType.GROUP:
+        return f"group {resource.name!r}"
     return f"broker {resource.name}"
 
 
@@ -64,23 +74,31 @@ def alter_configs(kafka: Kafka, restype: ResourceType, name: str,
                  subject(resource))
 
 
-def _resource(topic: str | None, broker: int | None) -> tuple[ResourceType, str]:
-    if (topic is None) == (broker is None):
-        fail("give exactly one of --topic and --broker")
-    return (ResourceType.TOPIC, topic) if topic is not None else (ResourceType.BROKER, str(broker))
+def _resource(topic: str | None, broker: int | None,
+              group: str | None) -> tuple[ResourceType, str]:
+    given = [(restype, name) for restype, name in ((ResourceType.TOPIC, topic),
+                                                   (ResourceType.BROKER, broker),
+                                                   (ResourceType.GROUP, group))
+             if name is not None]
+    if len(given) != 1:
+        fail("give exactly one of --topic, --broker and --group")
+    restype, name = given[0]
+    return restype, str(name)
 
 
 @app.command()
 def describe(
     topic: TopicName = None,
     broker: BrokerId = None,
+    group: GroupId = None,
     all_configs: Annotated[bool, typer.Option("--all", help="Include configs at their default.")]
     = False,
     bootstrap_server: BootstrapServers = DEFAULT_BOOTSTRAP_SERVERS,
     command_config: ClientProperties = None,
 ) -> None:
-    """Show a topic's or a broker's configs: only those not at their default unless --all."""
-    restype, name = _resource(topic, broker)
+    """Show a topic's, a broker's or a group's configs: only those not at their default
+    unless --all."""
+    restype, name = _resource(topic, broker, group)
     with Kafka(bootstrap_server, command_config) as kafka:
         resource = ConfigResource(restype, name)
         entries = describe_configs(kafka, [resource])[resource]
@@ -100,6 +118,7 @@ def describe(
 def alter(
     topic: TopicName = None,
     broker: BrokerId = None,
+    group: GroupId = None,
     settings: Annotated[Optional[list[str]], typer.Option(
         "--set", metavar="KEY=VALUE", help="Set a config (repeatable).")] = None,
     deletions: Annotated[Optional[list[str]], typer.Option(
@@ -107,8 +126,9 @@ def alter(
     bootstrap_server: BootstrapServers = DEFAULT_BOOTSTRAP_SERVERS,
     command_config: ClientProperties = None,
 ) -> None:
-    """Set or delete some configs of a topic or a broker, leaving the others as they are."""
-    restype, name = _resource(topic, broker)
+    """Set or delete some configs of a topic, a broker or a group, leaving the others as
+    they are."""
+    restype, name = _resource(topic, broker, group)
     pairs = key_value_pairs(settings, "--set")
     if not pairs and not deletions:
         fail("nothing to change: give --set KEY=VALUE or --delete KEY")
@@ -119,7 +139,7 @@ def alter(
 
 def _source(entry: ConfigEntry) -> str:
     # confluent-kafka hands over the wire's int, and its enum lacks some of Kafka's sources
-    # (6 DYNAMIC_BROKER_LOGGER_CONFIG, 7 CLIENT_METRICS_CONFIG).
+    # (6 DYNAMIC_BROKER_LOGGER_CONFIG, 7 CLIENT_METRICS_CONFIG, 8 GROUP_CONFIG).
     try:
         return ConfigSource(entry.source).name
     except ValueError:

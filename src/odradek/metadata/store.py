@@ -65,7 +65,8 @@ class BrokerConfigChanged:
 
 @dataclass(frozen=True, slots=True)
 class EntityConfigsChanged:
-    """The configs of a user or client entity changed: its SCRAM credentials or its quotas.
+    """The configs of a user or client entity changed (its SCRAM credentials or its quotas),
+    or a group's (its group configs).
     ``entity`` is its path under Kafka's ``/config`` (see :func:`entity_path`); ``configs``
     are all it has now, empty when it has none left."""
 
@@ -87,6 +88,7 @@ MetadataEvent = (TopicCreated | TopicDeleted | PartitionsAdded | PartitionStates
 
 USERS = "users"
 CLIENTS = "clients"
+GROUPS = "groups"  # a consumer or share group's own configs (KIP-848, KIP-932)
 
 
 class Default(enum.Enum):
@@ -117,6 +119,17 @@ def entity_path(user: EntityName = None, client_id: EntityName = None) -> str:
     if not parts:
         raise ValueError("an entity has a user, a client id, or both")
     return "/".join(parts)
+
+
+def group_entity(group_id: str) -> str:
+    """The path under ``/config`` of a group's configs: ``groups/<group id>`` (sanitized)."""
+    return f"{GROUPS}/{_sanitize(group_id)}"
+
+
+def group_of_entity(path: str) -> str | None:
+    """The group id of a group's entity path, None for a user or client entity."""
+    parent, _, name = path.partition("/")
+    return urllib.parse.unquote(name) if parent == GROUPS and "/" not in name else None
 
 
 def parse_entity_path(path: str) -> tuple[EntityName, EntityName]:
@@ -190,8 +203,8 @@ class MetadataStore(abc.ABC):
 
     @abc.abstractmethod
     def entity_configs(self) -> dict[str, dict[str, str]]:
-        """Every user and client entity's configs (SCRAM credentials, quotas), by entity
-        path; entities without configs are left out."""
+        """Every user and client entity's configs (SCRAM credentials, quotas) and every
+        group's configs, by entity path; entities without configs are left out."""
 
     @abc.abstractmethod
     def acls(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:

@@ -45,7 +45,8 @@ BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
-ENTITY_CONFIGS = "/config"  # + an entity path: users/<user>[/clients/<client id>], clients/<id>
+# + an entity path: users/<user>[/clients/<client id>], clients/<id>, groups/<group id>
+ENTITY_CONFIGS = "/config"
 USER_CONFIGS = "/config/users"
 CLIENT_CONFIGS = "/config/clients"
 DEFAULT_BROKER_CONFIG = "<default>"

@@ -37,6 +37,7 @@ from odradek.metadata.assignment import AssignmentError, assign_replicas
 from odradek.metadata.model import BrokerInfo, PartitionState, TopicMetadata
 from odradek.metadata.store import (
     CLIENTS,
+    GROUPS,
     USERS,
     AclsChanged,
     BrokerConfigChanged,
@@ -236,6 +237,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         await asyncio.gather(self._refresh_brokers(), self._refresh_controller(),
                              self._refresh_topic_list(everything=everything),
                              self._refresh_entities(USERS), self._refresh_entities(CLIENTS),
+                             self._refresh_entities(GROUPS),
                              self._refresh_all_acls(),
                              self._refresh_broker_config(None),
                              self._refresh_broker_config(self._me.node_id))
@@ -438,8 +440,9 @@ class ZooKeeperMetadataStore(MetadataStore):
             return await self.zk.children(path, watch)
 
     async def _refresh_entities(self, parent: str) -> None:
-        """The entities under ``/config/<parent>`` ("users", "clients", or a user's
-        "users/<user>/clients"), each read and watched; a user's clients are watched too."""
+        """The entities under ``/config/<parent>`` ("users", "clients", "groups", or a
+        user's "users/<user>/clients"), each read and watched; a user's clients are watched
+        too."""
         names = await self._watched_children(layout.entity_config_path(parent),
                                              lambda: self._refresh_entities(parent))
         entities = [f"{parent}/{name}" for name in names]

@@ -73,6 +73,7 @@ from odradek.server.config import (
     to_log_config,
 )
 from odradek.server.dispatcher import Dispatcher
+from odradek.server.group_config import GroupConfigs
 from odradek.server.quotas import ClientQuotas
 from odradek.server.services import Services
 from odradek.security.authorizer import AclAuthorizer, parse_super_users
@@ -112,12 +113,14 @@ class Broker:
         )
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, clock, config.get,
                                               alter_isr=self._alter_isr)
-        # Consumer groups and their offsets, kept in __consumer_offsets.
+        # Consumer groups and their offsets, kept in __consumer_offsets; each group's own
+        # configs, kept with the cluster metadata.
+        self.group_configs = GroupConfigs(config)
         self.group_coordinator = group_coordinator_over(
             self.replica_manager, self._topic, config.get, clock,
             topics=lambda: self.metadata.topics() if self.metadata else {},
             racks=lambda: {b.node_id: b.rack for b in self.metadata.brokers()}
-            if self.metadata else {})
+            if self.metadata else {}, group_config=self.group_configs.get)
         # Share groups (KIP-932): the durable state of share-partitions, kept in
         # __share_group_state, and ShareFetch/ShareAcknowledge on the partitions led here.
         self.share_coordinator = ShareCoordinator(
@@ -127,7 +130,8 @@ class Broker:
         self.share_persister = SharePersister(self.node_id, self.share_coordinator,
                                               self._share_state_topic)
         self.share_partitions = SharePartitionManager(
-            self.replica_manager, self.share_persister, config.get, clock)
+            self.replica_manager, self.share_persister, config.get, clock,
+            group_config=self.group_configs.get)
         self.group_coordinator.share_protocol.on_member_removed = \
             self.share_partitions.close_session
         # Transactional ids and their transactions, kept in __transaction_state; the markers
@@ -200,6 +204,7 @@ class Broker:
         self._start_transactions()
         self.authorizer = self._new_authorizer()
         load_quotas(self.quotas, self.metadata)
+        self.group_configs.attach(self.metadata)
         self.metadata.subscribe(self._on_metadata_event)
         self.group_coordinator.startup()  # replays the __consumer_offsets partitions led here
         self.share_coordinator.startup()  # and the __share_group_state ones

@@ -9,7 +9,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from odradek.metadata.store import MetadataStore, entity_path, parse_entity_path
+from odradek.metadata.store import (
+    MetadataStore,
+    entity_path,
+    group_of_entity,
+    parse_entity_path,
+)
 from odradek.server.quota_entity import QUOTA_CONFIG_TYPES, QuotaEntity
 from odradek.server.quotas import ClientQuotas
 
@@ -35,6 +40,8 @@ def stored_quotas(configs: Mapping[str, str]) -> dict[str, float]:
 
 
 def apply_quotas(quotas: ClientQuotas, path: str, configs: Mapping[str, str]) -> None:
+    if group_of_entity(path) is not None:
+        return  # a group's configs, which hold no quota
     try:
         quotas.update(quota_entity(path), stored_quotas(configs))
     except ValueError as exc:

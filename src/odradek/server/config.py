@@ -33,6 +33,7 @@ from typing import Any
 from odradek.log.config import LogConfig
 from odradek.server.config_defs import (
     BROKER_CONFIGS,
+    GROUP_CONFIGS,
     MINUTE_MS,
     TOPIC_CONFIGS,
     ConfigDef,
@@ -58,6 +59,7 @@ from odradek.server.listeners import (
 
 __all__ = [
     "BROKER_CONFIGS",
+    "GROUP_CONFIGS",
     "TOPIC_CONFIGS",
     "AlterConfigOp",
     "BrokerConfig",
@@ -71,6 +73,7 @@ __all__ = [
     "ResolvedConfig",
     "SecurityProtocol",
     "apply_incremental",
+    "describe_overrides",
     "describe_topic_config",
     "effective_topic_config",
     "parse_properties",
@@ -204,7 +207,11 @@ class BrokerConfig:
 
     def topic_default(self, topic_config: str) -> ResolvedConfig:
         """The value a topic without an override gets for `topic_config`, and its origin."""
-        definition = TOPIC_CONFIGS[topic_config]
+        return self.synonym_default(TOPIC_CONFIGS[topic_config])
+
+    def synonym_default(self, definition: ConfigDef) -> ResolvedConfig:
+        """The value of a topic or group config without an override: its broker synonyms'
+        (``definition.synonyms``), else the definition's default; and its origin."""
         chain = self._synonym_chain([s.name for s in definition.synonyms], definition.sensitive)
         if not chain or chain[0].source is ConfigSource.DEFAULT_CONFIG:
             return ResolvedConfig(definition.default, ConfigSource.DEFAULT_CONFIG, chain)
@@ -430,24 +437,27 @@ class BrokerConfig:
         self._check_consumer_group_timeouts()
 
     def _check_consumer_group_timeouts(self) -> None:
-        """Kafka's ``GroupCoordinatorConfig`` requirements on the consumer protocol."""
-        for kind in ("session.timeout", "heartbeat.interval"):
-            name = f"group.consumer.{kind}.ms"
-            low, high = (self.get(f"group.consumer.{b}.{kind}.ms") for b in ("min", "max"))
-            if not low <= self.get(name) <= high:
-                raise ConfigError(f"{name} must be between group.consumer.min.{kind}.ms "
-                                  f"({low}) and group.consumer.max.{kind}.ms ({high})", name)
+        """Kafka's ``GroupCoordinatorConfig`` requirements on the consumer protocol and on
+        share groups."""
+        for protocol in ("consumer", "share"):
+            for kind in ("session.timeout", "heartbeat.interval"):
+                name = f"group.{protocol}.{kind}.ms"
+                low, high = (self.get(f"group.{protocol}.{b}.{kind}.ms") for b in ("min", "max"))
+                if not low <= self.get(name) <= high:
+                    raise ConfigError(f"{name} must be between group.{protocol}.min.{kind}.ms "
+                                      f"({low}) and group.{protocol}.max.{kind}.ms ({high})",
+                                      name)
         lock = "group.share.record.lock.duration.ms"
         low, high = (self.get(f"group.share.{b}.record.lock.duration.ms") for b in ("min", "max"))
         if not low <= self.get(lock) <= high:
             raise ConfigError(f"{lock} must be between group.share.min.record.lock.duration.ms "
                               f"({low}) and group.share.max.record.lock.duration.ms ({high})",
                               lock)
-        if self.get("group.consumer.heartbeat.interval.ms") >= self.get(
-                "group.consumer.session.timeout.ms"):
-            raise ConfigError("group.consumer.heartbeat.interval.ms must be less than "
-                              "group.consumer.session.timeout.ms",
-                              "group.consumer.heartbeat.interval.ms")
+        for protocol in ("consumer", "share"):
+            interval = f"group.{protocol}.heartbeat.interval.ms"
+            session = f"group.{protocol}.session.timeout.ms"
+            if self.get(interval) >= self.get(session):
+                raise ConfigError(f"{interval} must be less than {session}", interval)
 
 
 def _parse_broker_props(props: Mapping[str, str]) -> dict[str, Any]:
@@ -526,24 +536,33 @@ def describe_topic_config(
     overrides: Mapping[str, str], broker: BrokerConfig, names: Iterable[str] | None = None
 ) -> list[ConfigEntry]:
     """DescribeConfigs entries of a topic, in Kafka's definition order."""
-    parsed = _parse_topic_overrides(overrides)
+    return describe_overrides(TOPIC_CONFIGS, _parse_topic_overrides(overrides), broker, names,
+                              ConfigSource.DYNAMIC_TOPIC_CONFIG)
+
+
+def describe_overrides(
+    defs: Mapping[str, ConfigDef], parsed: Mapping[str, Any], broker: BrokerConfig,
+    names: Iterable[str] | None, source: ConfigSource,
+) -> list[ConfigEntry]:
+    """DescribeConfigs entries of a resource whose configs default to broker synonyms (a
+    topic, a group): its ``parsed`` overrides at ``source``, above their synonyms' chain."""
     wanted = None if names is None else set(names)
     entries = []
-    for name, definition in TOPIC_CONFIGS.items():
+    for name, definition in defs.items():
         if wanted is not None and name not in wanted:
             continue
-        resolved = broker.topic_default(name)
-        value, source, chain = resolved.value, resolved.source, resolved.synonyms
+        resolved = broker.synonym_default(definition)
+        value, origin, chain = resolved.value, resolved.source, resolved.synonyms
         if name in parsed:
-            value, source = parsed[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
+            value, origin = parsed[name], source
             override = ConfigSynonym(name, definition.to_string(value), source)
             chain = (override, *chain)
         entries.append(
             ConfigEntry(
                 name=name,
                 value=None if definition.sensitive else definition.to_string(value),
-                source=source,
-                read_only=False,  # Kafka never reports a topic config as read-only
+                source=origin,
+                read_only=False,  # Kafka never reports a topic or group config as read-only
                 sensitive=definition.sensitive,
                 synonyms=chain,
                 type=definition.type,

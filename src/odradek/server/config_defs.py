@@ -28,7 +28,7 @@ import dataclasses
 import enum
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
@@ -571,7 +571,11 @@ _BROKER_ROWS = (
     ConfigDef("group.consumer.migration.policy", _S, "bidirectional", "Whether an empty group may change between the classic and the consumer protocol: bidirectional, upgrade, downgrade or disabled.", OneOf(("bidirectional", "upgrade", "downgrade", "disabled"))),
     # share groups (KIP-932)
     ConfigDef("group.share.session.timeout.ms", _I, 45000, "A share group member whose heartbeats stop for this long is removed.", Range(1)),
+    ConfigDef("group.share.min.session.timeout.ms", _I, 45000, "Smallest group.share.session.timeout.ms allowed.", Range(1)),
+    ConfigDef("group.share.max.session.timeout.ms", _I, 60000, "Largest group.share.session.timeout.ms allowed.", Range(1)),
     ConfigDef("group.share.heartbeat.interval.ms", _I, 5000, "How often share group members heartbeat.", Range(1)),
+    ConfigDef("group.share.min.heartbeat.interval.ms", _I, 5000, "Smallest group.share.heartbeat.interval.ms allowed.", Range(1)),
+    ConfigDef("group.share.max.heartbeat.interval.ms", _I, 15000, "Largest group.share.heartbeat.interval.ms allowed.", Range(1)),
     ConfigDef("group.share.max.size", _I, 200, "Maximum members of one share group.", Range(1)),
     ConfigDef("group.share.record.lock.duration.ms", _I, 30000, "How long a record delivered to a share group member is its alone; unacknowledged, it is then delivered again.", Range(1)),
     ConfigDef("group.share.min.record.lock.duration.ms", _I, 15000, "Smallest group.share.record.lock.duration.ms allowed.", Range(1)),
@@ -621,6 +625,44 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _table(
         for row in _BROKER_ROWS
     )
 )
+
+
+
+def _group_row(name: str, broker_name: str) -> ConfigDef:
+    broker = _BROKER_CONFIG_ROWS[broker_name]
+    return ConfigDef(name, broker.type, broker.default, broker.documentation, broker.validator,
+                     synonyms=_syn(broker_name))
+
+
+_BROKER_CONFIG_ROWS = {row.name: row for row in _BROKER_ROWS}
+# Kafka's GroupConfig (KIP-848, KIP-932): what one group may set for itself, with
+# IncrementalAlterConfigs on a GROUP resource. A group without its own value takes the
+# broker config it names as its synonym; the bounds a value must keep are brokers' configs
+# too (group_config.validate_group_overrides).
+GROUP_CONFIGS: dict[str, ConfigDef] = _table(
+    _group_row("consumer.session.timeout.ms", "group.consumer.session.timeout.ms"),
+    _group_row("consumer.heartbeat.interval.ms", "group.consumer.heartbeat.interval.ms"),
+    _group_row("share.session.timeout.ms", "group.share.session.timeout.ms"),
+    _group_row("share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms"),
+    _group_row("share.record.lock.duration.ms", "group.share.record.lock.duration.ms"),
+    _group_row("share.auto.offset.reset", "share.auto.offset.reset"),
+    _group_row("share.isolation.level", "share.isolation.level"),
+)
+
+
+# (group id, group config) -> the group's value: its own (odradek.server.group_config), else
+# its broker synonym's. What the group coordinator and the share-partitions read.
+GroupConfigLookup = Callable[[str, str], Any]
+
+
+def group_config_synonym(name: str) -> str:
+    """The broker config a group config takes its value from when the group sets none."""
+    return GROUP_CONFIGS[name].synonyms[0].name
+
+
+def broker_group_config(config: Callable[[str], Any]) -> GroupConfigLookup:
+    """Group configs with no group's own values: each is its broker synonym's."""
+    return lambda group_id, name: config(group_config_synonym(name))
 
 # A listener's own value of a config: listener.name.<listener>.<config>, and for SASL configs
 # per mechanism listener.name.<listener>.<mechanism>.<config> (Kafka's ListenerName.configPrefix

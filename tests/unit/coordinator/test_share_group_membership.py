@@ -1,61 +1,86 @@
 """Share groups (KIP-932): ShareGroupHeartbeat membership, as share consumers drive it, on a
-fake clock — every member is assigned every partition of the topics it subscribes to."""
+fake clock — every member is assigned every partition of the topics it subscribes to — and
+the group's records in ``__consumer_offsets``, from which a coordinator loads it again."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import pytest
-from group_harness import Cluster
+from group_harness import Groups
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from odradek.coordinator.group.heartbeats import HeartbeatResult
-from odradek.coordinator.group.share_group import ShareGroupProtocol, ShareHeartbeatRequest
+from odradek.coordinator.group.share_group import ShareGroup, ShareHeartbeatRequest
+from odradek.coordinator.group.share_records import (
+    SHARE_GROUP_RECORDS,
+    ShareGroupKey,
+    ShareRecordType,
+)
 from odradek.coordinator.group.state import GroupState
+from odradek.protocol.topic_partition import TopicPartition
 
 E = ErrorCode
+R = ShareRecordType
 GROUP = "sg"
 SESSION_MS = 45_000
 INTERVAL_MS = 5_000
 
 
 class ShareGroups:
-    """A ``ShareGroupProtocol`` on a fake clock over a :class:`Cluster`'s topics."""
+    """The share groups of a coordinator over an in-memory ``__consumer_offsets`` (a
+    :class:`Groups`), on its fake clock."""
 
-    def __init__(self, *, max_size: int = 100, coordinated: bool = True,
-                 other_groups: Sequence[str] = ()) -> None:
-        self.now_ms = 1_000_000
-        self.cluster = Cluster()
-        self.config = {"group.share.heartbeat.interval.ms": INTERVAL_MS,
-                       "group.share.session.timeout.ms": SESSION_MS,
-                       "group.share.max.size": max_size}
-        self.coordinated = coordinated
-        self.other_groups = set(other_groups)
+    def __init__(self, *, max_size: int = 100, groups: Groups | None = None) -> None:
+        self.groups = groups or Groups(**{"group.share.heartbeat.interval.ms": INTERVAL_MS,
+                                          "group.share.session.timeout.ms": SESSION_MS,
+                                          "group.share.max.size": max_size})
+        self.cluster = self.groups.cluster
+        self.store = self.groups.store
+        self.coordinator = self.groups.coordinator
+        self.protocol = self.coordinator.share_protocol
         self.removed: list[tuple[str, str]] = []
-        self.protocol = ShareGroupProtocol(
-            self.config.__getitem__, lambda: self.now_ms, lambda: self.cluster.topics,
-            lambda group_id: self.coordinated, self.other_groups.__contains__)
         self.protocol.on_member_removed = lambda g, m: self.removed.append((g, m))
 
-    def heartbeat(self, member_id: str, epoch: int, *, group: str = GROUP,
-                  topics: Sequence[str] | None = None, rack: str | None = None
-                  ) -> HeartbeatResult:
-        return self.protocol.heartbeat(ShareHeartbeatRequest(
+    @property
+    def now_ms(self) -> int:
+        return self.groups.now_ms
+
+    def restart(self) -> ShareGroups:
+        """A new coordinator over the same log (a broker restart), at the same time."""
+        return ShareGroups(groups=self.groups.restart(keep_clock=True))
+
+    def send(self, member_id: str, epoch: int, *, group: str = GROUP,
+             topics: Sequence[str] | None = None, rack: str | None = None
+             ) -> list[HeartbeatResult]:
+        """One ShareGroupHeartbeat; the list receives its response when it is given."""
+        responses: list[HeartbeatResult] = []
+        self.protocol.heartbeat(ShareHeartbeatRequest(
             group_id=group, member_id=member_id, member_epoch=epoch, rack_id=rack,
             subscribed_topic_names=None if topics is None else tuple(topics),
-            client_id="client", client_host="/127.0.0.1"))
+            client_id="client", client_host="/127.0.0.1"), responses.append)
+        return responses
+
+    def heartbeat(self, member_id: str, epoch: int, **options) -> HeartbeatResult:
+        [result] = self.send(member_id, epoch, **options)
+        return result
 
     def join(self, member_id: str, topics: Sequence[str] = ("t",), **options
              ) -> HeartbeatResult:
         return self.heartbeat(member_id, 0, topics=topics, **options)
 
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
-        self.protocol.tick(self.now_ms)
+    def delete(self, group_id: str = GROUP) -> ErrorCode:
+        answers: list[ErrorCode] = []
+        self.protocol.delete(group_id, answers.append)
+        [answer] = answers
+        return answer
 
-    def group(self, group_id: str = GROUP):
+    def advance(self, ms: int) -> None:
+        self.groups.advance(ms)
+
+    def group(self, group_id: str = GROUP) -> ShareGroup:
         return self.protocol.groups[group_id]
 
 
@@ -87,10 +112,13 @@ def test_an_invalid_heartbeat_is_invalid_request_and_changes_nothing(share, fiel
     request = {"group_id": GROUP, "member_id": "m1", "member_epoch": 0, "rack_id": None,
                "subscribed_topic_names": ("t",), "client_id": "client",
                "client_host": "/127.0.0.1"} | fields
-    result = share.protocol.heartbeat(ShareHeartbeatRequest(**request))
+    responses: list[HeartbeatResult] = []
+    share.protocol.heartbeat(ShareHeartbeatRequest(**request), responses.append)
+    [result] = responses
     assert (result.error, result.message) == (E.invalid_request, message)
     assert result.assignment is None
     assert share.protocol.groups == {}
+    assert share.store.records() == []
 
 
 # -- joining ---------------------------------------------------------------------------
@@ -184,12 +212,13 @@ def test_a_heartbeat_of_an_unknown_member_is_unknown_member_id(share):
 
 def test_a_heartbeat_to_a_group_not_known_here_is_unknown_member_id_so_the_member_rejoins(
         share):
-    # Share groups are kept in memory: after a restart or a move of the coordinator the
-    # member must be told to join again (UNKNOWN_MEMBER_ID), not that its group is gone
-    # for good (GROUP_ID_NOT_FOUND is fatal to a share consumer).
+    # A group deleted, or whose first join was never written, is gone: the member is told
+    # to join again (UNKNOWN_MEMBER_ID), not that its group is gone for good
+    # (GROUP_ID_NOT_FOUND is fatal to a share consumer).
     assert share.heartbeat("m1", 4).error is E.unknown_member_id
-    share.join("m1")
-    share.protocol.forget(lambda group_id: True)
+    share.store.fail_with = E.not_enough_replicas
+    assert share.join("m1").error is E.coordinator_not_available
+    share.store.fail_with = None
 
     result = share.heartbeat("m1", 1)
     assert result.error is E.unknown_member_id
@@ -339,9 +368,8 @@ def test_a_deleted_topic_is_taken_away(share):
 # -- groups ----------------------------------------------------------------------------
 
 
-def test_a_group_id_of_another_kind_of_group_is_group_id_not_found():
-    share = ShareGroups(other_groups=["classic"])
-    share.cluster.create("t", 1)
+def test_a_group_id_of_another_kind_of_group_is_group_id_not_found(share):
+    share.groups.commit({TopicPartition("t", 0): 5}, group="classic")
     result = share.join("m1", group="classic")
     assert (result.error, result.message) == (E.group_id_not_found,
                                               "Group classic is not a share group.")
@@ -366,15 +394,15 @@ def test_forget_drops_the_groups_coordinated_elsewhere_now(share):
 
 def test_delete_refuses_a_group_with_members_and_an_unknown_group(share):
     share.join("m1")
-    assert share.protocol.delete(GROUP) is E.non_empty_group
-    assert share.protocol.delete("unknown") is E.group_id_not_found
+    assert share.delete() is E.non_empty_group
+    assert share.delete("unknown") is E.group_id_not_found
     group = share.group()
 
     share.heartbeat("m1", -1)
-    assert share.protocol.delete(GROUP) is E.none
+    assert share.delete() is E.none
     assert share.protocol.groups == {}
     assert group.state is GroupState.DEAD
-    assert share.protocol.delete(GROUP) is E.group_id_not_found
+    assert share.delete() is E.group_id_not_found
 
 
 def test_a_group_is_empty_then_stable_then_empty(share):
@@ -388,6 +416,167 @@ def test_a_group_is_empty_then_stable_then_empty(share):
     assert group.state_timestamp_ms == share.now_ms
     assert str(group.state) == "Stable"
     assert group.group_epoch == 3
+
+
+# -- the group in __consumer_offsets ---------------------------------------------------
+
+
+def snapshot(group: ShareGroup) -> dict:
+    """Everything a share group keeps in ``__consumer_offsets``."""
+    return {"state": group.state, "group_epoch": group.group_epoch,
+            "assignment_epoch": group.assignment_epoch, "metadata_hash": group.metadata_hash,
+            "members": dict(group.members), "target": dict(group.target)}
+
+
+def keys_written(share: ShareGroups) -> list[tuple[ShareGroupKey, bool]]:
+    """Each share group record of the log as (its key, whether it is a tombstone)."""
+    return [(SHARE_GROUP_RECORDS.decode_key(key), value is None)
+            for key, value in share.store.records()
+            if SHARE_GROUP_RECORDS.is_key(int.from_bytes(key[:2], "big"))]
+
+
+def test_a_restarted_coordinator_loads_the_group_as_it_was(share):
+    other = share.cluster.create("u", 2)
+    share.join("m1", ["t", "u"], rack="rack-a")
+    share.join("m2", ["u"])
+    share.join("m3")
+    share.heartbeat("m1", 1)
+    share.heartbeat("m3", -1)
+    before = snapshot(share.group())
+    assert (before["group_epoch"], before["assignment_epoch"]) == (4, 3)
+    assert before["members"]["m2"].member_epoch == 2  # it has not heartbeated since
+
+    restarted = share.restart()
+
+    assert snapshot(restarted.group()) == before
+    # The members carry on with their ids and epochs; nobody joins again.
+    assert restarted.heartbeat("m1", 3).member_epoch == 4
+    assert restarted.heartbeat("m2", 2).member_epoch == 4
+    group = restarted.group()
+    assert group.group_epoch == 4
+    assert group.members["m1"].assigned == every(share.cluster.id("t"), 3) | every(other, 2)
+    assert group.members["m1"].rack_id == "rack-a"
+
+
+def test_the_log_holds_kafkas_share_group_records(share):
+    share.join("m1")
+    share.join("m2")
+    share.heartbeat("m2", -1)
+    share.heartbeat("m1", 1)
+    types = set()
+    for key, value in share.store.records():
+        decoded = SHARE_GROUP_RECORDS.decode_key(key)
+        types.add(decoded.type)
+        assert decoded.group_id == GROUP
+        if value is not None:
+            assert SHARE_GROUP_RECORDS.encode_value(
+                decoded.type, SHARE_GROUP_RECORDS.decode_value(decoded.type, value)) == value
+    assert types == {R.MEMBER_SUBSCRIPTION, R.GROUP_EPOCH, R.TARGET_ASSIGNMENT_EPOCH,
+                     R.TARGET_ASSIGNMENT_MEMBER, R.CURRENT_ASSIGNMENT}
+
+
+def test_loaded_members_get_a_full_session_and_one_that_is_gone_is_fenced(share):
+    share.join("m1")
+    share.join("m2")
+    share.advance(SESSION_MS - 1_000)  # close to the end of both sessions
+
+    restarted = share.restart()
+    restarted.advance(SESSION_MS - 1)
+    assert sorted(restarted.group().members) == ["m1", "m2"]
+    assert restarted.heartbeat("m1", 1).member_epoch == 2
+    restarted.advance(1)
+
+    assert list(restarted.group().members) == ["m1"]
+    assert restarted.removed == [(GROUP, "m2")]
+    assert restarted.heartbeat("m1", 2).member_epoch == 3
+    assert snapshot(restarted.restart().group()) == snapshot(restarted.group())
+
+
+def test_a_topic_that_grew_while_the_group_was_not_loaded_bumps_its_epoch(share):
+    share.join("m1")
+    share.cluster.grow("t", 5)
+
+    restarted = share.restart()
+    assert restarted.group().group_epoch == 1
+    result = restarted.heartbeat("m1", 1)
+
+    assert (result.member_epoch, result.assignment) == (2, every(share.cluster.id("t"), 5))
+
+
+def test_a_coordinator_that_loses_the_partition_forgets_the_group_then_loads_it(share):
+    share.join("m1")
+    share.join("m2")
+    before = snapshot(share.group())
+    partition = share.coordinator.manager.partition_for(GROUP)
+
+    share.coordinator.on_resigned(partition)
+    assert GROUP not in share.protocol.groups
+    share.coordinator.on_elected(partition)
+
+    assert snapshot(share.group()) == before
+    assert share.heartbeat("m1", 1).member_epoch == 2
+
+
+def test_a_heartbeat_is_answered_once_its_records_are_written(share):
+    share.store.hold = True
+    responses = share.send("m1", 0, topics=["t"])
+    assert responses == []
+    share.store.release()
+    assert [(r.error, r.member_epoch) for r in responses] == [(E.none, 1)]
+
+
+@pytest.mark.parametrize(("failure", "answer"), [
+    (E.not_leader_or_follower, E.not_coordinator),
+    (E.not_enough_replicas, E.coordinator_not_available),
+])
+def test_a_failed_write_leaves_the_group_as_the_log_has_it(share, failure, answer):
+    share.join("m1")
+    before = snapshot(share.group())
+    share.store.fail_with = failure
+
+    assert share.join("m2").error is answer
+    assert share.heartbeat("m1", -1).error is answer
+    assert snapshot(share.group()) == before
+
+    share.store.fail_with = None
+    assert share.heartbeat("m1", 1).member_epoch == 1
+    assert share.join("m2").member_epoch == 2
+
+
+def test_members_leaving_and_the_deletion_write_tombstones_for_every_key(share):
+    share.join("m1")
+    assert share.heartbeat("m1", -1).error is E.none
+    left = keys_written(share)[-4:]
+    assert share.delete() is E.none
+    deleted = keys_written(share)[-3:]
+
+    assert left == [(ShareGroupKey(R.CURRENT_ASSIGNMENT, GROUP, "m1"), True),
+                    (ShareGroupKey(R.TARGET_ASSIGNMENT_MEMBER, GROUP, "m1"), True),
+                    (ShareGroupKey(R.MEMBER_SUBSCRIPTION, GROUP, "m1"), True),
+                    (ShareGroupKey(R.GROUP_EPOCH, GROUP), False)]
+    assert deleted == [(ShareGroupKey(R.TARGET_ASSIGNMENT_EPOCH, GROUP), True),
+                       (ShareGroupKey(R.STATE_PARTITION_METADATA, GROUP), True),
+                       (ShareGroupKey(R.GROUP_EPOCH, GROUP), True)]
+    assert GROUP not in share.restart().protocol.groups
+
+
+def test_a_deletion_that_cannot_be_written_leaves_the_group(share):
+    share.join("m1")
+    share.heartbeat("m1", -1)
+    share.store.fail_with = E.not_enough_replicas
+
+    assert share.delete() is E.coordinator_not_available
+    assert share.group().state is GroupState.EMPTY
+
+
+def test_group_ids_stay_one_namespace_after_a_restart(share):
+    share.groups.commit({TopicPartition("t", 0): 5}, group="classic")
+    share.join("m1")
+
+    restarted = share.restart()
+
+    assert restarted.join("m1", group="classic").error is E.group_id_not_found
+    assert {g.group_id for g in restarted.coordinator.list_groups()} == {"classic", GROUP}
 
 
 # -- any history -----------------------------------------------------------------------
@@ -460,3 +649,5 @@ def test_any_history_keeps_every_member_on_every_partition_of_its_topics(history
     assert sorted(share.removed) == sorted(gone)  # each once, and no other
     if GROUP in share.protocol.groups:
         assert set(share.group().members) == set(epochs)
+        # Rebuilt from its records, the group is the one that wrote them.
+        assert snapshot(share.restart().group()) == snapshot(share.group())

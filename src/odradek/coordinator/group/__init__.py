@@ -22,11 +22,12 @@ __all__ = ["GROUP_TICK_MS", "GroupCoordinator", "GroupMetadataManager", "Replica
 
 
 def group_coordinator_over(replica_manager, topic, config, clock, *, topics=dict,
-                           racks=dict) -> GroupCoordinator:
+                           racks=dict, group_config=None) -> GroupCoordinator:
     """The broker's coordinator: groups kept in ``__consumer_offsets`` through the replica
     manager; ``topic`` looks a topic up in the metadata store, ``topics`` lists them all by
-    name, ``racks`` gives each broker's rack, ``config`` reads a broker config by name."""
+    name, ``racks`` gives each broker's rack, ``config`` reads a broker config by name and
+    ``group_config`` a group's own config."""
     store = ReplicaTopicStore(replica_manager, topic,
                               lambda: config("offsets.commit.timeout.ms"))
     return GroupCoordinator(GroupMetadataManager(store, config, clock), config, clock,
-                            topics=topics, racks=racks)
+                            topics=topics, racks=racks, group_config=group_config)

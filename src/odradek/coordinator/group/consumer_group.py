@@ -40,6 +40,7 @@ from odradek.coordinator.group.consumer_records import (
     GroupEpochValue,
     MemberSubscriptionValue,
     Partitions,
+    RecordKey,
     RecordType,
     SubscriptionMetadataValue,
     TargetAssignmentEpochValue,
@@ -143,8 +144,48 @@ class SubscribedTopic:
     partitions: int
 
 
+class ModernGroup:
+    """What a consumer group and a share group (``share_group``) — Kafka's ``ModernGroup``s
+    — replay alike: their members' records (subscription, part of the target assignment,
+    current assignment) and the target assignment's epoch, record types that both kinds
+    name alike in their own numbering (``RecordType``, ``ShareRecordType``). Each kind has
+    ``members``, ``target`` and ``assignment_epoch``, makes its members with
+    ``member_class`` and keeps what it derives from them in ``_put_member`` and
+    ``_remove_member``."""
+
+    __slots__ = ()
+
+    def _replay_member_records(self, key: RecordKey, value: object | None, now_ms: int
+                               ) -> bool:
+        """Applies the record if it is one of those; False if it is the kind's own."""
+        member_id = key.member_id or ""
+        match key.type.name:
+            case "MEMBER_SUBSCRIPTION":
+                if value is None:
+                    self._remove_member(member_id, now_ms)
+                else:
+                    self._put_member(self._member(member_id).with_subscription(value), now_ms)
+            case "TARGET_ASSIGNMENT_EPOCH":
+                self.assignment_epoch = 0 if value is None else value.assignment_epoch
+            case "TARGET_ASSIGNMENT_MEMBER":
+                if value is None:
+                    self.target.pop(member_id, None)
+                else:
+                    self.target[member_id] = partitions_of(value.topic_partitions)
+            case "CURRENT_ASSIGNMENT":
+                # A tombstone never creates a member (Kafka ignores it).
+                if value is not None or member_id in self.members:
+                    self._put_member(self._member(member_id).with_assignment(value), now_ms)
+            case _:
+                return False
+        return True
+
+    def _member(self, member_id: str):
+        return self.members.get(member_id) or self.member_class(member_id)
+
+
 @dataclass(eq=False, slots=True)
-class ConsumerGroup:
+class ConsumerGroup(ModernGroup):
     group_id: str
     state_timestamp_ms: int = 0
     group_epoch: int = 0
@@ -169,6 +210,7 @@ class ConsumerGroup:
     metadata_version: int = -1
 
     protocol_type = CONSUMER_PROTOCOL_TYPE
+    member_class = ConsumerGroupMember
 
     # -- state ---------------------------------------------------------------------------
 
@@ -235,7 +277,8 @@ class ConsumerGroup:
 
     def replay(self, key: ConsumerGroupKey, value: object | None, now_ms: int) -> None:
         """Applies one record (Kafka's ``GroupMetadataManager.replay`` for the six types)."""
-        member_id = key.member_id or ""
+        if self._replay_member_records(key, value, now_ms):
+            return
         match key.type:
             case RecordType.GROUP_EPOCH:
                 was_empty = not self.members
@@ -250,24 +293,6 @@ class ConsumerGroup:
                 self.subscription_metadata = {} if value is None else {
                     t.topic_name: SubscribedTopic(t.topic_id, t.topic_name, t.num_partitions)
                     for t in value.topics}
-            case RecordType.MEMBER_SUBSCRIPTION:
-                if value is None:
-                    self._remove_member(member_id, now_ms)
-                else:
-                    member = self.members.get(member_id) or ConsumerGroupMember(member_id)
-                    self._put_member(member.with_subscription(value), now_ms)
-            case RecordType.TARGET_ASSIGNMENT_EPOCH:
-                self.assignment_epoch = 0 if value is None else value.assignment_epoch
-            case RecordType.TARGET_ASSIGNMENT_MEMBER:
-                if value is None:
-                    self.target.pop(member_id, None)
-                else:
-                    self.target[member_id] = partitions_of(value.topic_partitions)
-            case RecordType.CURRENT_ASSIGNMENT:
-                if value is None and member_id not in self.members:
-                    return  # a tombstone never creates a member (Kafka ignores it)
-                member = self.members.get(member_id) or ConsumerGroupMember(member_id)
-                self._put_member(member.with_assignment(value), now_ms)
 
     def _put_member(self, member: ConsumerGroupMember, now_ms: int) -> None:
         old = self.members.get(member.member_id)

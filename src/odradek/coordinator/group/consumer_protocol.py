@@ -72,6 +72,7 @@ from odradek.coordinator.group.heartbeats import (
 from odradek.coordinator.group.reconciliation import FencedMemberEpoch, reconcile
 from odradek.coordinator.group.state import GroupState
 from odradek.metadata.model import TopicMetadata
+from odradek.server.config_defs import GroupConfigLookup, broker_group_config
 
 if TYPE_CHECKING:
     from odradek.coordinator.group.metadata_manager import GroupMetadataManager
@@ -109,9 +110,13 @@ class ConsumerGroupProtocol:
                  clock: Callable[[], int],
                  topics: Callable[[], Mapping[str, TopicMetadata]],
                  racks: Callable[[], Mapping[int, str | None]],
-                 new_member_id: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
+                 new_member_id: Callable[[], str] = lambda: str(uuid.uuid4()), *,
+                 group_config: GroupConfigLookup | None = None) -> None:
+        """``config`` reads a broker config, ``group_config`` a group's own config (its
+        value, else its broker synonym's)."""
         self.manager = manager
         self._config = config
+        self._group_config = group_config or broker_group_config(config)
         self._clock = clock
         self._topics = topics
         self._racks = racks
@@ -129,11 +134,11 @@ class ConsumerGroupProtocol:
     def assignor_names(self) -> list[str]:
         return assignor_names(self._config("group.consumer.assignors"))
 
-    def session_timeout_ms(self) -> int:
-        return self._config("group.consumer.session.timeout.ms")
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._group_config(group_id, "consumer.session.timeout.ms")
 
-    def heartbeat_interval_ms(self) -> int:
-        return self._config("group.consumer.heartbeat.interval.ms")
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._group_config(group_id, "consumer.heartbeat.interval.ms")
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------
 
@@ -256,7 +261,7 @@ class ConsumerGroupProtocol:
             _apply(group, [(_member_key(RecordType.CURRENT_ASSIGNMENT, group, member_id),
                             reconciled.assignment_value())], now_ms, changes)
             self._arm_revocation_timer(group, member, reconciled, now_ms)
-        group.session_deadlines_ms[member_id] = now_ms + self.session_timeout_ms()
+        group.session_deadlines_ms[member_id] = now_ms + self.session_timeout_ms(group.group_id)
 
         full_request = joining or (request.rebalance_timeout_ms != -1
                                    and (request.subscribed_topic_names is not None
@@ -264,7 +269,7 @@ class ConsumerGroupProtocol:
                                    and request.owned is not None)
         return HeartbeatResult(
             ErrorCode.none, member_id=member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.heartbeat_interval_ms(),
+            heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id),
             assignment=(reconciled.assigned
                         if full_request or reconciled.assigned != member.assigned else None))
 
@@ -523,8 +528,9 @@ class ConsumerGroupProtocol:
         here, and one revoking partitions its rebalance timeout to finish (Kafka's
         ``onLoaded``)."""
         now_ms = self._clock()
+        session_timeout_ms = self.session_timeout_ms(group.group_id)
         for member_id, member in group.members.items():
-            group.session_deadlines_ms[member_id] = now_ms + self.session_timeout_ms()
+            group.session_deadlines_ms[member_id] = now_ms + session_timeout_ms
             if member.state is MemberState.UNREVOKED_PARTITIONS:
                 group.revocation_deadlines_ms[member_id] = (
                     member.member_epoch, now_ms + max(member.rebalance_timeout_ms, 0))

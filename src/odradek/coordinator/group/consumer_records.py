@@ -26,6 +26,9 @@ flexible: an int16 version, then int16-length strings. Values carry their own in
 (0) and are flexible: compact strings and arrays, and a tagged-field section; kio writes them
 from the dataclasses below as it writes protocol messages. A tombstone (null value) removes
 its key: the member left, or the group was deleted.
+
+Share groups' records (types 10 to 15, ``share_records``) have the same layouts, and the same
+code (:class:`GroupRecords`) reads and writes both kinds.
 """
 
 
@@ -35,6 +38,7 @@ import io
 import struct
 import typing
 import uuid
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -66,16 +70,22 @@ _MEMBER_KEYED = (RecordType.MEMBER_SUBSCRIPTION, RecordType.TARGET_ASSIGNMENT_ME
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerGroupKey:
-    """A consumer group record's key: its type, the group and, for per-member records, the
-    member."""
+class RecordKey:
+    """A record's key: its type, the group and, for per-member records, the member. Each
+    kind of group has its own subclass, so that a key says which kind it belongs to."""
 
-    type: RecordType
+    type: enum.IntEnum
     group_id: str
     member_id: str | None = None
 
 
-class _Value:
+class ConsumerGroupKey(RecordKey):
+    """A consumer group record's key; its type is a :class:`RecordType`."""
+
+    __slots__ = ()
+
+
+class RecordValue:
     """A record value: version 0, flexible (a kio data entity)."""
 
     __type__: ClassVar = EntityType.data
@@ -83,59 +93,62 @@ class _Value:
     __flexible__: ClassVar[bool] = True
 
 
-class _Nested:
+class RecordStruct:
+    """A struct inside a record value: an array's element or a nested field."""
+
     __type__: ClassVar = EntityType.nested
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = True
 
 
-_record = dataclass(frozen=True, slots=True, kw_only=True)
+# How the value and struct classes of the records here and in ``share_records`` are made.
+record_class = dataclass(frozen=True, slots=True, kw_only=True)
 
 
-@_record
-class TopicPartitions(_Nested):
+@record_class
+class TopicPartitions(RecordStruct):
     topic_id: uuid.UUID = field(metadata={"kafka_type": "uuid"})
     partitions: tuple[i32, ...] = field(metadata={"kafka_type": "int32"})
 
 
-@_record
-class GroupEpochValue(_Value):
+@record_class
+class GroupEpochValue(RecordValue):
     epoch: i32 = field(metadata={"kafka_type": "int32"})
 
 
-@_record
-class PartitionRacks(_Nested):
+@record_class
+class PartitionRacks(RecordStruct):
     partition: i32 = field(metadata={"kafka_type": "int32"})
     racks: tuple[str, ...] = field(metadata={"kafka_type": "string"})
 
 
-@_record
-class TopicMetadataValue(_Nested):
+@record_class
+class TopicMetadataValue(RecordStruct):
     topic_id: uuid.UUID = field(metadata={"kafka_type": "uuid"})
     topic_name: str = field(metadata={"kafka_type": "string"})
     num_partitions: i32 = field(metadata={"kafka_type": "int32"})
     partition_metadata: tuple[PartitionRacks, ...]
 
 
-@_record
-class SubscriptionMetadataValue(_Value):
+@record_class
+class SubscriptionMetadataValue(RecordValue):
     topics: tuple[TopicMetadataValue, ...]
 
 
-@_record
-class ClassicProtocol(_Nested):
+@record_class
+class ClassicProtocol(RecordStruct):
     name: str = field(metadata={"kafka_type": "string"})
     metadata: bytes = field(metadata={"kafka_type": "bytes"})
 
 
-@_record
-class ClassicMemberMetadata(_Nested):
+@record_class
+class ClassicMemberMetadata(RecordStruct):
     session_timeout_ms: i32 = field(metadata={"kafka_type": "int32"})
     supported_protocols: tuple[ClassicProtocol, ...]
 
 
-@_record
-class MemberSubscriptionValue(_Value):
+@record_class
+class MemberSubscriptionValue(RecordValue):
     instance_id: str | None = field(metadata={"kafka_type": "string"})
     rack_id: str | None = field(metadata={"kafka_type": "string"})
     client_id: str = field(metadata={"kafka_type": "string"})
@@ -150,69 +163,122 @@ class MemberSubscriptionValue(_Value):
         default=None, metadata={"tag": 0})
 
 
-@_record
-class TargetAssignmentEpochValue(_Value):
+@record_class
+class TargetAssignmentEpochValue(RecordValue):
     assignment_epoch: i32 = field(metadata={"kafka_type": "int32"})
 
 
-@_record
-class TargetAssignmentMemberValue(_Value):
+@record_class
+class TargetAssignmentMemberValue(RecordValue):
     topic_partitions: tuple[TopicPartitions, ...]
 
 
-@_record
-class CurrentAssignmentValue(_Value):
+@record_class
+class MemberAssignmentValue(RecordValue):
+    """A member's current assignment: a share group member's (type 14) as it is, and the
+    first fields of a consumer group member's."""
+
     member_epoch: i32 = field(metadata={"kafka_type": "int32"})
     previous_member_epoch: i32 = field(metadata={"kafka_type": "int32"})
     state: i8 = field(metadata={"kafka_type": "int8"})
     assigned_partitions: tuple[TopicPartitions, ...]
+
+
+@record_class
+class CurrentAssignmentValue(MemberAssignmentValue):
     partitions_pending_revocation: tuple[TopicPartitions, ...]
 
 
-VALUE_CLASSES: dict[RecordType, type] = {
-    RecordType.GROUP_EPOCH: GroupEpochValue,
-    RecordType.SUBSCRIPTION_METADATA: SubscriptionMetadataValue,
-    RecordType.MEMBER_SUBSCRIPTION: MemberSubscriptionValue,
-    RecordType.TARGET_ASSIGNMENT_EPOCH: TargetAssignmentEpochValue,
-    RecordType.TARGET_ASSIGNMENT_MEMBER: TargetAssignmentMemberValue,
-    RecordType.CURRENT_ASSIGNMENT: CurrentAssignmentValue,
-}
 _VALUE_VERSION = 0
-_WRITERS = {t: entity_writer(cls) for t, cls in VALUE_CLASSES.items()}
-_READERS = {t: entity_reader(cls) for t, cls in VALUE_CLASSES.items()}
 
 
-# -- keys ------------------------------------------------------------------------------
+class GroupRecords:
+    """The keys and values of one kind of group, laid out as the module docstring says:
+    ``types`` are its record types (the key versions), ``key`` its key class, built as
+    ``key(type, group_id, member_id)``, ``member_keyed`` the types whose key names a member
+    after the group, and ``values`` each type's value class. Consumer groups' are
+    :data:`CONSUMER_GROUP_RECORDS`, share groups' ``share_records.SHARE_GROUP_RECORDS``."""
+
+    def __init__(self, name: str, types: type[enum.IntEnum], key: type,
+                 member_keyed: Collection[enum.IntEnum],
+                 values: Mapping[enum.IntEnum, type]) -> None:
+        self._name = name
+        self._types = types
+        self._key = key
+        self._member_keyed = frozenset(member_keyed)
+        self._values = dict(values)
+        self._writers = {t: entity_writer(cls) for t, cls in values.items()}
+        self._readers = {t: entity_reader(cls) for t, cls in values.items()}
+
+    # -- keys --------------------------------------------------------------------------
+
+    def is_key(self, version: int) -> bool:
+        """Whether a key with this int16 version is one of these record types."""
+        return version in self._types._value2member_map_
+
+    def encode_key(self, key) -> bytes:
+        out = _INT16.pack(key.type) + _string(key.group_id)
+        if key.type in self._member_keyed:
+            out += _string(key.member_id or "")
+        return out
+
+    def decode_key(self, key: bytes):
+        """The key of a record whose int16 version is one of these record types."""
+        try:
+            (version,) = _INT16.unpack_from(key, 0)
+            record_type = self._types(version)
+            group_id, position = _read_string(key, 2)
+            member_id = None
+            if record_type in self._member_keyed:
+                member_id, position = _read_string(key, position)
+        except (struct.error, ValueError, UnicodeDecodeError) as e:
+            raise OffsetsRecordError(f"{self._name} key: {e}") from None
+        return self._key(record_type, group_id, member_id)
+
+    # -- values ------------------------------------------------------------------------
+
+    def encode_value(self, record_type: enum.IntEnum, value: object) -> bytes:
+        if type(value) is not self._values[record_type]:
+            raise TypeError(f"{record_type.name} takes {self._values[record_type].__name__}")
+        out = io.BytesIO()
+        out.write(_INT16.pack(_VALUE_VERSION))
+        self._writers[record_type](out, value)
+        return out.getvalue()
+
+    def decode_value(self, record_type: enum.IntEnum, data: bytes) -> object:
+        try:
+            (version,) = _INT16.unpack_from(data, 0)
+            if version != _VALUE_VERSION:
+                raise OffsetsRecordError(f"{record_type.name} value version {version}; "
+                                         f"this broker reads {_VALUE_VERSION}")
+            value, _ = self._readers[record_type](
+                memoryview(_without_unknown_tags(self._values[record_type], data)), 2)
+        except (struct.error, DecodeError, ValueError, IndexError) as e:
+            if isinstance(e, OffsetsRecordError):
+                raise
+            raise OffsetsRecordError(f"{record_type.name} value: {e}") from None
+        return value
+
+
+CONSUMER_GROUP_RECORDS = GroupRecords(
+    "consumer group", RecordType, ConsumerGroupKey, _MEMBER_KEYED, {
+        RecordType.GROUP_EPOCH: GroupEpochValue,
+        RecordType.SUBSCRIPTION_METADATA: SubscriptionMetadataValue,
+        RecordType.MEMBER_SUBSCRIPTION: MemberSubscriptionValue,
+        RecordType.TARGET_ASSIGNMENT_EPOCH: TargetAssignmentEpochValue,
+        RecordType.TARGET_ASSIGNMENT_MEMBER: TargetAssignmentMemberValue,
+        RecordType.CURRENT_ASSIGNMENT: CurrentAssignmentValue,
+    })
+encode_key = CONSUMER_GROUP_RECORDS.encode_key
+decode_key = CONSUMER_GROUP_RECORDS.decode_key
+is_consumer_group_key = CONSUMER_GROUP_RECORDS.is_key
+encode_value = CONSUMER_GROUP_RECORDS.encode_value
+decode_value = CONSUMER_GROUP_RECORDS.decode_value
 
 
 def _string(value: str) -> bytes:
     encoded = value.encode()
     return _INT16.pack(len(encoded)) + encoded
-
-
-def encode_key(key: ConsumerGroupKey) -> bytes:
-    out = _INT16.pack(key.type) + _string(key.group_id)
-    if key.type in _MEMBER_KEYED:
-        out += _string(key.member_id or "")
-    return out
-
-
-def is_consumer_group_key(version: int) -> bool:
-    return version in RecordType._value2member_map_
-
-
-def decode_key(key: bytes) -> ConsumerGroupKey:
-    """The key of a record whose int16 version is a consumer group record type."""
-    try:
-        (version,) = _INT16.unpack_from(key, 0)
-        record_type = RecordType(version)
-        group_id, position = _read_string(key, 2)
-        member_id = None
-        if record_type in _MEMBER_KEYED:
-            member_id, position = _read_string(key, position)
-    except (struct.error, ValueError, UnicodeDecodeError) as e:
-        raise OffsetsRecordError(f"consumer group key: {e}") from None
-    return ConsumerGroupKey(record_type, group_id, member_id)
 
 
 def _read_string(data: bytes, position: int) -> tuple[str, int]:
@@ -221,33 +287,6 @@ def _read_string(data: bytes, position: int) -> tuple[str, int]:
     if length < 0 or position + length > len(data):
         raise ValueError(f"string of {length} bytes at byte {position}")
     return data[position:position + length].decode(), position + length
-
-
-# -- values ----------------------------------------------------------------------------
-
-
-def encode_value(record_type: RecordType, value: object) -> bytes:
-    if not isinstance(value, VALUE_CLASSES[record_type]):
-        raise TypeError(f"{record_type.name} takes {VALUE_CLASSES[record_type].__name__}")
-    out = io.BytesIO()
-    out.write(_INT16.pack(_VALUE_VERSION))
-    _WRITERS[record_type](out, value)
-    return out.getvalue()
-
-
-def decode_value(record_type: RecordType, data: bytes) -> object:
-    try:
-        (version,) = _INT16.unpack_from(data, 0)
-        if version != _VALUE_VERSION:
-            raise OffsetsRecordError(f"{record_type.name} value version {version}; "
-                                     f"this broker reads {_VALUE_VERSION}")
-        value, _ = _READERS[record_type](
-            memoryview(_without_unknown_tags(VALUE_CLASSES[record_type], data)), 2)
-    except (struct.error, DecodeError, ValueError, IndexError) as e:
-        if isinstance(e, OffsetsRecordError):
-            raise
-        raise OffsetsRecordError(f"{record_type.name} value: {e}") from None
-    return value
 
 
 # Kafka's fixed-size types here; strings and bytes are compact (unsigned varint length + 1).

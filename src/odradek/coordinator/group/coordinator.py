@@ -54,6 +54,7 @@ from odradek.coordinator.group.share_group import (
 from odradek.coordinator.group.state import GroupState
 from odradek.metadata.model import TopicMetadata
 from odradek.protocol.topic_partition import TopicPartition
+from odradek.server.config_defs import GroupConfigLookup, broker_group_config
 
 # How often the broker calls tick(): sessions and rebalance timeouts hold to within it.
 GROUP_TICK_MS = 100
@@ -71,17 +72,20 @@ class GroupCoordinator:
                  clock: Callable[[], int],
                  new_uuid: Callable[[], str] = lambda: str(uuid.uuid4()), *,
                  topics: Callable[[], Mapping[str, TopicMetadata]] = dict,
-                 racks: Callable[[], Mapping[int, str | None]] = dict) -> None:
+                 racks: Callable[[], Mapping[int, str | None]] = dict,
+                 group_config: GroupConfigLookup | None = None) -> None:
         """``topics`` lists the cluster's topics by name and ``racks`` the brokers' racks:
-        the consumer protocol assigns partitions itself."""
+        the consumer protocol assigns partitions itself. ``group_config`` reads a group's
+        own configs (by default, every group has the broker's)."""
         self.manager = manager
         self.membership = GroupMembership(manager, config, clock, new_uuid)
+        self.group_config = group_config or broker_group_config(config)
         self.consumer_protocol = ConsumerGroupProtocol(manager, config, clock, topics, racks,
-                                                       new_uuid)
+                                                       new_uuid, group_config=self.group_config)
         manager.on_consumer_group_loaded = self.consumer_protocol.start_sessions
-        self.share_protocol = ShareGroupProtocol(
-            config, clock, topics, manager.is_coordinator_for,
-            lambda group_id: group_id in manager.groups)
+        self.share_protocol = ShareGroupProtocol(manager, config, clock, topics,
+                                                 group_config=self.group_config)
+        manager.on_share_groups_loaded = self.share_protocol.load
         self._config = config
         self._clock = clock
         self._active = False
@@ -205,11 +209,13 @@ class GroupCoordinator:
 
     # -- share groups (KIP-932) -------------------------------------------------------------
 
-    def share_group_heartbeat(self, request: ShareHeartbeatRequest) -> HeartbeatResult:
+    def share_group_heartbeat(self, request: ShareHeartbeatRequest,
+                              respond: HeartbeatCallback) -> None:
         error = self._status(request.group_id, allow_empty_id=False)
         if error is not ErrorCode.none:
-            return HeartbeatResult(error)
-        return self.share_protocol.heartbeat(request)
+            respond(HeartbeatResult(error))
+        else:
+            self.share_protocol.heartbeat(request, respond)
 
     def describe_share_group(self, group_id: str) -> tuple[ErrorCode, ShareGroup | None]:
         """ShareGroupDescribe: GROUP_ID_NOT_FOUND for a group of another kind or none."""

@@ -31,3 +31,4 @@ class HeartbeatResult:
 
 
 HeartbeatCallback = Callable[[HeartbeatResult], None]
+

@@ -10,7 +10,9 @@ callback, on success, as in Kafka's ``storeGroup`` and ``storeOffsets``. At star
 partition of the topic led here is replayed from its start: the last record of each key
 wins, and a tombstone deletes its offset or group. A group is owned here once its partition
 is loaded; a request for any other group gets NOT_COORDINATOR, so the client looks for the
-coordinator again (which creates the topic when it does not exist yet, as Kafka does).
+coordinator again (which creates the topic when it does not exist yet, as Kafka does). The
+partition's share groups are read with the rest, and handed to the share protocol, which
+keeps them (:meth:`GroupMetadataManager.on_share_groups_loaded`).
 
 Offsets of an Empty group expire ``offsets.retention.minutes`` after the group became empty
 (KIP-211); offsets of a simple (member-less) group, and of topics a Stable consumer group no
@@ -31,9 +33,13 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from odradek.coordinator.group import consumer_records
 from odradek.coordinator.group.consumer_group import ConsumerGroup
-from odradek.coordinator.group.consumer_records import ConsumerGroupKey, RecordType
+from odradek.coordinator.group.consumer_records import (
+    CONSUMER_GROUP_RECORDS,
+    ConsumerGroupKey,
+    GroupRecords,
+    RecordType,
+)
 from odradek.coordinator.group.group import (
     CONSUMER_PROTOCOL_TYPE,
     Group,
@@ -55,6 +61,8 @@ from odradek.coordinator.group.offsets_topic import (
     offset_commit_value,
     partition_for,
 )
+from odradek.coordinator.group.share_group import ShareGroup
+from odradek.coordinator.group.share_records import SHARE_GROUP_RECORDS, ShareGroupKey
 from odradek.coordinator.group.state import GroupEvent, GroupState
 from odradek.protocol.topic_partition import TopicPartition
 
@@ -66,6 +74,11 @@ AnyGroup = Group | ConsumerGroup
 # The records that delete a consumer group's own keys (its members are deleted as they go).
 _CONSUMER_GROUP_KEYS = (RecordType.TARGET_ASSIGNMENT_EPOCH, RecordType.SUBSCRIPTION_METADATA,
                         RecordType.GROUP_EPOCH)
+# The groups kept as sets of keys, by key class: the group class and its records.
+_MODERN_GROUPS: dict[type, tuple[type[ConsumerGroup | ShareGroup], GroupRecords]] = {
+    ConsumerGroupKey: (ConsumerGroup, CONSUMER_GROUP_RECORDS),
+    ShareGroupKey: (ShareGroup, SHARE_GROUP_RECORDS),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +220,7 @@ class GroupMetadataManager:
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         stored_groups: dict[str, StoredGroup | None] = {}
         consumer_groups: dict[str, ConsumerGroup] = {}
+        share_groups: dict[str, ShareGroup] = {}
         # Offsets of transactions not ended (yet) where the replay is: producer id ->
         # group -> offsets.
         pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
@@ -234,13 +248,9 @@ class GroupMetadataManager:
                         stored_groups[group_id] = (None if value is None
                                                    else decode_group_metadata_value(value))
                     case ConsumerGroupKey() as group_key:
-                        group = consumer_groups.get(group_key.group_id)
-                        if group is None or group.removed:
-                            group = consumer_groups[group_key.group_id] = ConsumerGroup(
-                                group_key.group_id, now_ms)
-                        group.replay(group_key, None if value is None else
-                                     consumer_records.decode_value(group_key.type, value),
-                                     now_ms)
+                        _replay(consumer_groups, group_key, value, now_ms)
+                    case ShareGroupKey() as group_key:
+                        _replay(share_groups, group_key, value, now_ms)
             except (OffsetsRecordError, UnicodeDecodeError) as e:
                 log.warning("__consumer_offsets-%d: skipping a record: %s", partition, e)
         pending_groups = {group_id for groups in pending.values() for group_id in groups}
@@ -270,11 +280,17 @@ class GroupMetadataManager:
             for producer_id in group.pending_txn_offsets:
                 self._groups_of_producer.setdefault(producer_id, set()).add(group_id)
             self.groups[group_id] = group
+        self.on_share_groups_loaded(partition, [group for group in share_groups.values()
+                                                if not group.removed])
         log.info("loaded __consumer_offsets-%d", partition)
 
     def on_consumer_group_loaded(self, group: ConsumerGroup) -> None:
         """Set by the coordinator: a consumer group read from the log starts its members'
         sessions."""
+
+    def on_share_groups_loaded(self, partition: int, groups: list[ShareGroup]) -> None:
+        """Set by the coordinator: the share groups read from a partition's log replace the
+        partition's share groups in memory, and start their members' sessions."""
 
     def reload_partition(self, partition: int) -> None:
         """Memory and the log disagree (an append failed after its records were applied):
@@ -323,15 +339,17 @@ class GroupMetadataManager:
                      stored)
 
     def append_consumer_group_records(
-            self, group: ConsumerGroup,
-            changes: Sequence[tuple[ConsumerGroupKey | bytes, object | None]],
+            self, group: ConsumerGroup | ShareGroup,
+            changes: Sequence[tuple[ConsumerGroupKey | ShareGroupKey | bytes, object | None]],
             callback: AppendCallback) -> None:
-        """Writes records already applied to ``group`` in memory; if the write fails the
-        partition is read again from the log, which undoes them. ``callback`` gets the
-        error the member is to see."""
-        records = [(key if isinstance(key, bytes) else consumer_records.encode_key(key),
-                    None if value is None or isinstance(key, bytes)
-                    else consumer_records.encode_value(key.type, value))
+        """Writes records of a consumer or share group already applied to ``group`` in
+        memory; if the write fails the partition is read again from the log, which undoes
+        them. ``callback`` gets the error the member is to see, at once if there is nothing
+        to write."""
+        if not changes:
+            callback(ErrorCode.none)
+            return
+        records = [(key, None) if isinstance(key, bytes) else _encoded(key, value)
                    for key, value in changes]
         partition = self.partition_for(group.group_id)
 
@@ -509,8 +527,8 @@ class GroupMetadataManager:
         # A group that never had a generation only committed offsets: it has no group record
         # to delete (Kafka skips the tombstone for generation 0 too).
         if remove_group and isinstance(group, ConsumerGroup):
-            records += [(consumer_records.encode_key(ConsumerGroupKey(t, group.group_id)), None)
-                        for t in _CONSUMER_GROUP_KEYS]
+            records += [(CONSUMER_GROUP_RECORDS.encode_key(ConsumerGroupKey(t, group.group_id)),
+                         None) for t in _CONSUMER_GROUP_KEYS]
         elif remove_group and group.generation_id > 0:
             records.append((group_metadata_key(group.group_id), None))
 
@@ -583,11 +601,32 @@ def send_away(groups: Iterable[AnyGroup]) -> None:
             member.respond_sync(SyncGroupResult(ErrorCode.not_coordinator))
 
 
-def _decode_key(key: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey:
-    """Any key of the topic: a consumer group's (types 3 to 8) or a classic one's."""
-    if len(key) >= 2 and consumer_records.is_consumer_group_key(int.from_bytes(key[:2], "big")):
-        return consumer_records.decode_key(key)
+def _decode_key(key: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey | ShareGroupKey:
+    """Any key of the topic: a consumer group's (types 3 to 8), a share group's (10 to 15)
+    or a classic one's."""
+    if len(key) >= 2:
+        version = int.from_bytes(key[:2], "big")
+        for _, records in _MODERN_GROUPS.values():
+            if records.is_key(version):
+                return records.decode_key(key)
     return decode_key(key)
+
+
+def _replay(groups: dict, key: ConsumerGroupKey | ShareGroupKey, value: bytes | None,
+            now_ms: int) -> None:
+    """Applies a record of a consumer or share group to its group in ``groups``: a new one
+    if there is none yet, or if the last one was deleted."""
+    kind, records = _MODERN_GROUPS[type(key)]
+    group = groups.get(key.group_id)
+    if group is None or group.removed:
+        group = groups[key.group_id] = kind(key.group_id, now_ms)
+    group.replay(key, None if value is None else records.decode_value(key.type, value), now_ms)
+
+
+def _encoded(key: ConsumerGroupKey | ShareGroupKey, value: object | None) -> KeyValue:
+    _, records = _MODERN_GROUPS[type(key)]
+    encoded = None if value is None else records.encode_value(key.type, value)
+    return records.encode_key(key), encoded
 
 
 def _expired_offsets(group: AnyGroup, now_ms: int, retention_ms: int) -> list[TopicPartition]:

@@ -54,6 +54,7 @@ from odradek.replication.delayed_fetch import (
 )
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.completion import Completion
+from odradek.server.config_defs import GroupConfigLookup, broker_group_config
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +107,14 @@ class ShareSession:
 
 class SharePartitionManager:
     def __init__(self, replica_manager: ReplicaManager, persister: SharePersister,
-                 config: Callable[[str], Any], clock: Callable[[], int]) -> None:
+                 config: Callable[[str], Any], clock: Callable[[], int], *,
+                 group_config: GroupConfigLookup | None = None) -> None:
+        """``config`` reads a broker config, ``group_config`` a group's own config: its
+        lock duration, where it starts reading, and its isolation level."""
         self._replica_manager = replica_manager
         self.persister = persister
         self._config = config
+        self._group_config = group_config or broker_group_config(config)
         self._clock = clock
         self._entries: dict[tuple[str, TopicPartition], _Entry] = {}
         self._loading: dict[tuple[str, TopicPartition], asyncio.Future[_Entry | ErrorCode]] = {}
@@ -182,8 +187,14 @@ class SharePartitionManager:
             else:
                 entries[tp] = loaded
         deadline = self._clock() + max_wait_ms
+        committed_only = self._group_config(group_id, "share.isolation.level") == "read_committed"
         while True:
-            results = await self._read(entries, max(0, deadline - self._clock()), max_bytes)
+            # A change of the group's lock duration applies to the records acquired next.
+            lock_duration_ms = self._group_config(group_id, "share.record.lock.duration.ms")
+            for entry in entries.values():
+                entry.partition.lock_duration_ms = lock_duration_ms
+            results = await self._read(entries, max(0, deadline - self._clock()), max_bytes,
+                                       committed_only)
             acquired = self._acquire(member_id, entries, results, max_records)
             if acquired or self._clock() >= deadline:
                 break
@@ -227,13 +238,13 @@ class SharePartitionManager:
         return acquired
 
     async def _read(self, entries: Mapping[TopicPartition, _Entry], max_wait_ms: int,
-                    max_bytes: int) -> dict[TopicPartition, LogReadResult]:
+                    max_bytes: int, committed_only: bool
+                    ) -> dict[TopicPartition, LogReadResult]:
         if not entries:
             return {}
         params = FetchParams(
             replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max_wait_ms, min_bytes=1,
-            max_bytes=max_bytes, isolation_level=IsolationLevel(
-                1 if self._config("share.isolation.level") == "read_committed" else 0),
+            max_bytes=max_bytes, isolation_level=IsolationLevel(int(committed_only)),
             partitions={tp: PartitionFetchInfo(
                 fetch_offset=entry.partition.next_fetch_offset(),
                 partition_max_bytes=max_bytes)
@@ -272,12 +283,12 @@ class SharePartitionManager:
         partition = self._replica_manager.get_partition(tp)
         if partition is None or not partition.is_leader:
             return ErrorCode.not_leader_or_follower
-        settings = self._settings()
+        settings = self._settings(group_id)
         if state is not None:
             share = SharePartition.from_state(state, self._clock, **settings)
             share.update_log_start_offset(partition.log_start_offset)
         else:
-            reset = self._config("share.auto.offset.reset")
+            reset = self._group_config(group_id, "share.auto.offset.reset")
             start = (partition.log_start_offset if reset == "earliest"
                      else partition.high_watermark)
             share = SharePartition.new(start, self._clock, **settings)
@@ -290,8 +301,8 @@ class SharePartitionManager:
         log.info("share group %s: %s starts at offset %d", group_id, tp, share.start_offset)
         return entry
 
-    def _settings(self) -> dict[str, int]:
-        return {"lock_duration_ms": self._config("group.share.record.lock.duration.ms"),
+    def _settings(self, group_id: str) -> dict[str, int]:
+        return {"lock_duration_ms": self._group_config(group_id, "share.record.lock.duration.ms"),
                 "delivery_count_limit": self._config("group.share.delivery.count.limit"),
                 "max_in_flight_records": self._config("group.share.partition.max.record.locks")}
 

@@ -52,6 +52,7 @@ SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
 AUTHORIZATION_FAILED_MESSAGES = {
     ErrorCode.topic_authorization_failed: "Topic authorization failed.",
     ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
     ErrorCode.transactional_id_authorization_failed: "Transactional Id authorization failed.",
 }
 

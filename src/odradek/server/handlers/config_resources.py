@@ -11,10 +11,14 @@ Kafka 3.9 checks an alteration in two steps, and the step decides the error code
   unknown key INVALID_CONFIG as it is, and a bad value INVALID_CONFIG prefixed with the
   resource ("Invalid config value for resource ConfigResource(type=TOPIC, name='t'): ...").
 
-Authorization (KafkaApis, ConfigHelper): a topic's configs are authorized on the topic, the
-broker's (and its loggers') on the cluster; DESCRIBE_CONFIGS to describe them, ALTER_CONFIGS
-to alter them, else TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED for that
-resource alone. An alteration is authorized after preprocessing, before persisting: a broker
+A group (KIP-848, KIP-932) has the configs of :mod:`odradek.server.group_config`; the
+default resource "" is INVALID_REQUEST, an unknown key or a bad value INVALID_CONFIG, and the
+group need not exist.
+
+Authorization (KafkaApis, ConfigHelper): a topic's configs are authorized on the topic, a
+group's on the group, the broker's (and its loggers') on the cluster; DESCRIBE_CONFIGS to describe them, ALTER_CONFIGS
+to alter them, else TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED or
+CLUSTER_AUTHORIZATION_FAILED for that resource alone. An alteration is authorized after preprocessing, before persisting: a broker
 change is validated whoever asks, a topic is not looked at for a client that may not.
 
 Not a handler module: it registers nothing.
@@ -29,7 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from kio.schema.errors import ErrorCode
 
-from odradek.metadata.store import MetadataStore
+from odradek.metadata.store import MetadataStore, group_entity
 from odradek.security.acl import AclOperation
 from odradek.security.acl import ResourceType as AclResourceType
 from odradek.server.config import (
@@ -38,6 +42,7 @@ from odradek.server.config import (
     ConfigError,
     validate_topic_overrides,
 )
+from odradek.server.group_config import validate_group_overrides
 from odradek.server.handlers import RequestContext
 from odradek.server.handlers.api_error import ApiError
 from odradek.server.handlers.authorization import authorize_cluster
@@ -56,6 +61,7 @@ class ResourceType(enum.IntEnum):
     BROKER = 4
     BROKER_LOGGER = 8
     CLIENT_METRICS = 16
+    GROUP = 32
 
     @classmethod
     def of(cls, value: int) -> ResourceType:
@@ -75,6 +81,10 @@ def authorization_error(ctx: RequestContext, operation: AclOperation,
             if ctx.authorize(operation, AclResourceType.TOPIC, resource.resource_name):
                 return None
             return ErrorCode.topic_authorization_failed
+        case ResourceType.GROUP:
+            if ctx.authorize(operation, AclResourceType.GROUP, resource.resource_name):
+                return None
+            return ErrorCode.group_authorization_failed
         case ResourceType.BROKER | ResourceType.BROKER_LOGGER | ResourceType.CLIENT_METRICS:
             if authorize_cluster(ctx, operation):
                 return None
@@ -149,6 +159,20 @@ async def alter_topic(store: MetadataStore, config: BrokerConfig, name: str,
         await store.set_topic_configs(name, overrides)
 
 
+async def alter_group(store: MetadataStore, config: BrokerConfig, name: str,
+                      alteration: Alteration, validate_only: bool) -> None:
+    if not name:
+        raise ApiError(ErrorCode.invalid_request, "Default group resources are not allowed.")
+    entity = group_entity(name)
+    try:
+        overrides = alteration(store.entity_configs().get(entity, {}))
+        validate_group_overrides(overrides, config)
+    except ConfigError as exc:
+        raise ApiError(ErrorCode.invalid_config, str(exc)) from None
+    if not validate_only:
+        await store.set_entity_configs(entity, overrides)
+
+
 async def alter_broker(ctx: RequestContext, store: MetadataStore, config: BrokerConfig,
                        resource, alteration: Alteration, validate_only: bool) -> None:
     """Resource "<node id>": this broker's dynamic configs; "": every broker's defaults."""
@@ -172,11 +196,14 @@ async def alter_broker(ctx: RequestContext, store: MetadataStore, config: Broker
 
 async def alter_resource(ctx: RequestContext, store: MetadataStore, config: BrokerConfig,
                          resource, alteration: Alteration, validate_only: bool) -> None:
-    """Applies ``alteration`` to a topic or broker resource, or raises its ApiError."""
+    """Applies ``alteration`` to a topic, group or broker resource, or raises its ApiError."""
     match ResourceType.of(resource.resource_type):
         case ResourceType.TOPIC:
             check_alter_authorized(ctx, resource)
             await alter_topic(store, config, resource.resource_name, alteration, validate_only)
+        case ResourceType.GROUP:
+            check_alter_authorized(ctx, resource)
+            await alter_group(store, config, resource.resource_name, alteration, validate_only)
         case ResourceType.BROKER:
             await alter_broker(ctx, store, config, resource, alteration, validate_only)
         case _:

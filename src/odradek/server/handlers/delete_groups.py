@@ -1,9 +1,9 @@
 """DeleteGroups (key 42): removes Empty groups and their committed offsets (tombstones in
 ``__consumer_offsets``), and Empty share groups with their share-partition state (tombstones
-in ``__share_group_state``). A group with members is NON_EMPTY_GROUP; an unknown one
-GROUP_ID_NOT_FOUND. Each group needs DELETE on it: GROUP_AUTHORIZATION_FAILED otherwise,
-whether or not it exists, and it is left as it is. Groups named twice are answered once, as
-from Kafka."""
+in ``__share_group_state``), then their own records (tombstones in ``__consumer_offsets``).
+A group with members is NON_EMPTY_GROUP; an unknown one GROUP_ID_NOT_FOUND. Each group needs
+DELETE on it: GROUP_AUTHORIZATION_FAILED otherwise, whether or not it exists, and it is left
+as it is. Groups named twice are answered once, as from Kafka."""
 
 from __future__ import annotations
 
@@ -40,8 +40,11 @@ async def handle_delete_groups(ctx: RequestContext, request,
             results[group_id] = ErrorCode.non_empty_group
             continue
         results[group_id] = await persister.delete(keys)
+        if results[group_id] is ErrorCode.none and group is not None:
+            tombstones: Completion[ErrorCode] = Completion()
+            group_coordinator.share_protocol.delete(group_id, tombstones)
+            results[group_id] = await tombstones.wait()
         if results[group_id] is ErrorCode.none:
-            group_coordinator.share_protocol.delete(group_id)
             share_partitions.forget_group(group_id)
     deleted: Completion[dict[str, ErrorCode]] = Completion()
     group_coordinator.delete_groups(

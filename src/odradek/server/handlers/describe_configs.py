@@ -1,4 +1,5 @@
-"""DescribeConfigs (key 32): the configs of topics, of this broker and of its loggers.
+"""DescribeConfigs (key 32): the configs of topics, of groups, of this broker and of its
+loggers.
 
 As Kafka 3.9's ConfigHelper: ``configuration_keys`` null or empty means every key; synonyms
 and documentation (v3+) only when asked for.
@@ -7,13 +8,15 @@ and documentation (v3+) only when asked for.
   without a message);
 * BROKER: "" describes the cluster-wide dynamic defaults, this broker's id every broker
   config; another id is INVALID_REQUEST;
+* GROUP (KIP-848, KIP-932): every group config, the group's own value above its broker
+  synonym; the group need not exist, "" is INVALID_REQUEST;
 * BROKER_LOGGER (KIP-412): the broker's loggers and their effective levels; here Python's
   loggers, with log4j's names for the levels.
 
 Each resource needs DESCRIBE_CONFIGS first, on the topic or on the cluster (see
 :mod:`~odradek.server.handlers.config_resources`), else it is answered
 TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED with the error's message and no
-configs, whether or not the topic exists.
+configs, whether or not the topic exists (GROUP_AUTHORIZATION_FAILED for a group).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from odradek.metadata.model import InvalidTopicError, validate_topic_name
-from odradek.metadata.store import MetadataStore
+from odradek.metadata.store import MetadataStore, group_entity
 from odradek.protocol.api import ApiKey
 from odradek.security.acl import AclOperation
 from odradek.server.config import (
@@ -33,6 +36,7 @@ from odradek.server.config import (
     ConfigType,
     describe_topic_config,
 )
+from odradek.server.group_config import describe_group_config
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.api_error import ApiError
 from odradek.server.handlers.authorization import AUTHORIZATION_FAILED_MESSAGES
@@ -94,6 +98,12 @@ def _entries(store: MetadataStore, config: BrokerConfig, resource,
             if topic is None:
                 raise ApiError(ErrorCode.unknown_topic_or_partition)
             return describe_topic_config(topic.configs, config, names)
+        case ResourceType.GROUP:
+            if not name:
+                raise ApiError(ErrorCode.invalid_request,
+                               "Default group resources are not allowed.")
+            return describe_group_config(store.entity_configs().get(group_entity(name), {}),
+                                         config, names)
         case ResourceType.BROKER:
             if not name:
                 return config.describe(names, cluster_default=True)

@@ -1,5 +1,5 @@
 """IncrementalAlterConfigs (key 44, KIP-339): SET, DELETE, APPEND and SUBTRACT config keys
-of a topic or of this broker, leaving the other overrides alone.
+of a topic, a group or this broker, leaving the other overrides alone.
 
 APPEND and SUBTRACT work on LIST configs only (``cleanup.policy``) and start from the current
 override, else the config's default. Checks and error codes are those of
@@ -17,6 +17,7 @@ from odradek.metadata.store import MetadataStore
 from odradek.protocol.api import ApiKey
 from odradek.server.config import (
     BROKER_CONFIGS,
+    GROUP_CONFIGS,
     TOPIC_CONFIGS,
     AlterConfigOp,
     BrokerConfig,
@@ -53,6 +54,7 @@ async def _alter(ctx: RequestContext, store: MetadataStore, config: BrokerConfig
     if unknown:
         raise ApiError(ErrorCode.invalid_request, f"Unknown operations type {unknown[0]}")
     ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
-    defs = TOPIC_CONFIGS if resource.resource_type == ResourceType.TOPIC else BROKER_CONFIGS
+    defs = {ResourceType.TOPIC: TOPIC_CONFIGS, ResourceType.GROUP: GROUP_CONFIGS}.get(
+        resource.resource_type, BROKER_CONFIGS)
     await alter_resource(ctx, store, config, resource,
                          lambda current: apply_incremental(current, ops, defs), validate_only)
