@@ -20,6 +20,7 @@ from raw_client import RawClient
 
 from odradek.cluster.local import free_ports
 from odradek.protocol.api import ApiKey
+from odradek.protocol.records import iter_batches
 from odradek.testing.embedded import EmbeddedBroker
 
 LOCK_MS = 2000
@@ -295,3 +296,27 @@ def test_share_session_errors_are_kafkas(odradek_broker, create_topic):
                 {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}]}])
         [partition] = acknowledged.responses[0].partitions
         assert partition.acknowledge_error_code == 121  # INVALID_RECORD_STATE: never delivered
+
+
+def test_a_share_fetch_carries_only_the_batches_holding_what_it_acquired(odradek_broker,
+                                                                         create_topic):
+    """Twenty one-record batches, a fetch that may take three: three come, in their batches,
+    not all that the broker read."""
+    topic = create_topic("sliced")
+    topic_id = odradek_broker.broker.metadata.topic(topic).topic_id
+    producer = confluent_kafka.Producer({"bootstrap.servers": odradek_broker.bootstrap_servers})
+    for i in range(20):  # flushed one by one: a batch each
+        producer.produce(topic, b"r%d" % i, partition=0)
+        assert producer.flush(GROUP_TIMEOUT_SECONDS) == 0
+    with RawClient(odradek_broker.port) as raw:
+        raw.wait_for_coordinator("sliced")
+        answer = raw.request(ApiKey.SHARE_FETCH, 1, **{
+            "group_id": "sliced", "member_id": "m1", "share_session_epoch": 0,
+            "max_wait": 5000, "min_bytes": 1, "max_records": 3, "batch_size": 3,
+            "topics": [{"topic_id": topic_id, "partitions": [
+                {"partition_index": 0, "acknowledgement_batches": []}]}],
+            "forgotten_topics_data": []})
+    [partition] = answer.responses[0].partitions
+    assert [(a.first_offset, a.last_offset) for a in partition.acquired_records] == [(0, 2)]
+    assert [(b.base_offset, b.next_offset) for b in iter_batches(partition.records)] == [
+        (0, 1), (1, 2), (2, 3)]

@@ -12,7 +12,12 @@ a partition:
    again, else the first never delivered) and **acquires** what it read for the member: each
    record goes to one member at a time, locked for ``group.share.record.lock.duration.ms``
    and counted as one more delivery;
-3. answers with the records and the ranges acquired; the client hands out only those.
+3. answers with the ranges acquired and the batches that hold them (Kafka's
+   ``maybeSliceFetchRecords``): the client hands out only those.
+
+A read takes about twice the bytes the records it may acquire took last time (1 KiB each at
+first), not the whole backlog up to the fetch's max bytes: a share-partition hands out at
+most ``max_records`` at a time, however much is written.
 
 A fetch that acquires nothing waits up to its ``max_wait``: for new records (the replica
 manager's long poll) or for records to become available again (an acknowledgement, a
@@ -31,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -43,7 +48,7 @@ from odradek.coordinator.share.partition import (
     SharePartition,
 )
 from odradek.coordinator.share.state_records import ShareState, ShareStateKey
-from odradek.protocol.records import iter_batches
+from odradek.protocol.records import RecordBatch, iter_batches
 from odradek.protocol.topic_partition import TopicPartition
 from odradek.replication.delayed_fetch import (
     CONSUMER_REPLICA_ID,
@@ -63,6 +68,10 @@ FINAL_EPOCH = -1
 # How long a fetch that found only records it cannot take waits before looking again, when
 # nothing wakes it first.
 RETRY_WAIT_MS = 100
+# A share-partition's first read assumes records of this many bytes, and no read asks for
+# less than MIN_READ_BYTES.
+FIRST_BYTES_PER_RECORD = 1024
+MIN_READ_BYTES = 64 * 1024
 
 
 class SharePersister(Protocol):
@@ -96,6 +105,8 @@ class _Entry:
     version: int = 0
     written: int = 0
     writing: bool = False
+    # The average size of the records last read, in their batches: what the next read takes.
+    bytes_per_record: int = FIRST_BYTES_PER_RECORD
     waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = field(default_factory=list)
 
 
@@ -194,7 +205,7 @@ class SharePartitionManager:
             for entry in entries.values():
                 entry.partition.lock_duration_ms = lock_duration_ms
             results = await self._read(entries, max(0, deadline - self._clock()), max_bytes,
-                                       committed_only)
+                                       max_records, committed_only)
             acquired = self._acquire(member_id, entries, results, max_records)
             if acquired or self._clock() >= deadline:
                 break
@@ -204,18 +215,18 @@ class SharePartitionManager:
                                        min(RETRY_WAIT_MS, deadline - self._clock()) / 1000)
             except TimeoutError:
                 pass
-        for tp, entry in entries.items():
+        for tp in entries:
             result = results.get(tp, LogReadResult())
-            got = acquired.get(tp, ())
-            answers[tp] = PartitionFetch(
-                error=result.error, records=result.records if got else b"",
-                acquired=got, leader_epoch=self._leader_epoch(tp))
+            got, records = acquired.get(tp, ((), b""))
+            answers[tp] = PartitionFetch(error=result.error, records=records, acquired=got,
+                                         leader_epoch=self._leader_epoch(tp))
         return answers
 
     def _acquire(self, member_id: str, entries: Mapping[TopicPartition, _Entry],
                  results: Mapping[TopicPartition, LogReadResult], max_records: int
-                 ) -> dict[TopicPartition, tuple[AcquiredRecords, ...]]:
-        acquired: dict[TopicPartition, tuple[AcquiredRecords, ...]] = {}
+                 ) -> dict[TopicPartition, tuple[tuple[AcquiredRecords, ...], bytes]]:
+        """What each partition acquired for the member, and the batches that hold it."""
+        acquired: dict[TopicPartition, tuple[tuple[AcquiredRecords, ...], bytes]] = {}
         budget = max_records
         for tp, entry in entries.items():
             result = results.get(tp)
@@ -225,6 +236,8 @@ class SharePartitionManager:
             batches = list(iter_batches(result.records))
             if not batches:
                 continue
+            entry.bytes_per_record = max(1, sum(b.size_in_bytes for b in batches) // max(
+                1, batches[-1].next_offset - batches[0].base_offset))
             share = entry.partition
             share.update_log_start_offset(result.log_start_offset)
             first = share.next_fetch_offset()
@@ -233,12 +246,12 @@ class SharePartitionManager:
                 continue
             got = share.acquire(member_id, first, last, budget)
             if got:
-                acquired[tp] = tuple(got)
+                acquired[tp] = (tuple(got), _holding(result.records, batches, got))
                 budget -= sum(a.last_offset - a.first_offset + 1 for a in got)
         return acquired
 
     async def _read(self, entries: Mapping[TopicPartition, _Entry], max_wait_ms: int,
-                    max_bytes: int, committed_only: bool
+                    max_bytes: int, max_records: int, committed_only: bool
                     ) -> dict[TopicPartition, LogReadResult]:
         if not entries:
             return {}
@@ -247,7 +260,8 @@ class SharePartitionManager:
             max_bytes=max_bytes, isolation_level=IsolationLevel(int(committed_only)),
             partitions={tp: PartitionFetchInfo(
                 fetch_offset=entry.partition.next_fetch_offset(),
-                partition_max_bytes=max_bytes)
+                partition_max_bytes=min(max_bytes, max(
+                    MIN_READ_BYTES, 2 * max_records * entry.bytes_per_record)))
                 for tp, entry in entries.items()})
         completion: Completion[dict[TopicPartition, LogReadResult]] = Completion()
         self._replica_manager.fetch_messages(params, completion)
@@ -378,3 +392,13 @@ class SharePartitionManager:
         """The group's state was deleted or reset: its share-partitions load afresh."""
         for key in [k for k in self._entries if k[0] == group_id]:
             del self._entries[key]
+
+
+def _holding(records: bytes, batches: Sequence[RecordBatch],
+             acquired: Sequence[AcquiredRecords]) -> bytes:
+    """The run of ``batches`` (read from ``records``) from the first that holds an acquired
+    record to the last that does."""
+    first = min(a.first_offset for a in acquired)
+    last = max(a.last_offset for a in acquired)
+    holding = [b for b in batches if b.next_offset > first and b.base_offset <= last]
+    return records[holding[0].position:holding[-1].position + holding[-1].size_in_bytes]
