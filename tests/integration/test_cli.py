@@ -7,10 +7,10 @@ import base64
 import json
 import os
 import socket
-from concurrent.futures import ThreadPoolExecutor
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -313,13 +313,17 @@ def closed_port() -> int:
 
 
 # Every client command reaches the cluster through the same bootstrap: each kind stands for
-# its group (topics, produce, consume, groups, transactions, acls, quotas).
+# its group (topics, produce, consume, groups, transactions, acls, quotas, perf).
 UNREACHABLE_COMMANDS = [
     ["topics", "create", "orders"], ["produce", "orders"], ["consume", "orders"],
     ["groups", "list"], ["groups", "describe", "g"],
     ["groups", "reset-offsets", "g", "--topic", "t", "--to-earliest"], ["groups", "delete", "g"],
     ["transactions", "list"], ["acls", "list"], ["quotas", "describe"],
+    ["perf", "produce", "--topic", "orders", "--num-records", "1", "--record-size", "1",
+     "--throughput", "-1"], ["perf", "consume", "--topic", "orders", "--num-records", "1"],
 ]
+# What a dozen commands starting at once on a loaded two-core machine take to start.
+STARTUP_SECONDS = 15
 
 
 def test_an_unreachable_broker_is_one_error_line_within_seconds():
@@ -331,7 +335,7 @@ def test_an_unreachable_broker_is_one_error_line_within_seconds():
         results = list(pool.map(lambda command: odradek(*command, "-b", address, stdin=""),
                                 UNREACHABLE_COMMANDS))
 
-    assert time.monotonic() - started < UNREACHABLE_REPORTED_WITHIN_SECONDS + 5
+    assert time.monotonic() - started < UNREACHABLE_REPORTED_WITHIN_SECONDS + STARTUP_SECONDS
     for result in results:
         assert_one_error_line(result, f"cannot reach a broker at {address}")
 

@@ -13,6 +13,7 @@ from odradek.cli import (
     consume,
     demo,
     groups,
+    perf,
     pipeline,
     produce,
     quotas,
@@ -43,6 +44,7 @@ app.add_typer(certs.app, name="certs")
 app.add_typer(users.app, name="users")
 app.add_typer(acls.app, name="acls")
 app.add_typer(quotas.app, name="quotas")
+app.add_typer(perf.app, name="perf")
 
 
 if __name__ == "__main__":
