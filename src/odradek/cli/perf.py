@@ -29,6 +29,8 @@ from odradek.cli.arguments import (
 )
 from odradek.cli.client import Kafka
 from odradek.cli.errors import fail
+from odradek.cli.produce import queue
+from odradek.server.config_defs import parse_properties
 
 app = typer.Typer(help="Measure a cluster: producer and consumer load tests.",
                   no_args_is_help=True)
@@ -127,13 +129,9 @@ class Throttle:
 
 
 def _properties(config_file: Path | None, *lists: list[str] | None) -> list[str]:
-    """A properties file's key=value lines, then the options' (later ones win)."""
-    found = []
-    if config_file is not None:
-        for raw in config_file.read_text().splitlines():
-            line = raw.strip()
-            if line and not line.startswith(("#", "!")):
-                found.append(line)
+    """A Java properties file's entries as key=value, then the options' (later ones win)."""
+    found = [] if config_file is None else [
+        f"{key}={value}" for key, value in parse_properties(config_file.read_text()).items()]
     for items in lists:
         found += items or []
     return found
@@ -191,13 +189,13 @@ def produce(
     if transactional_id is not None and transaction_duration_ms is None:
         transaction_duration_ms = 3000
     properties = _properties(producer_config, command_config, producer_props)
-    stats = ProduceStats(num_records, reporting_interval)
+    stats: ProduceStats | None = None
     failures: list[KafkaError] = []
 
     def delivered(error: KafkaError | None, message: Message) -> None:
         if error is not None:
             failures.append(error)
-        else:
+        elif stats is not None:
             stats.record(message.latency() * 1000, len(message))
 
     with Kafka(bootstrap_server, properties) as kafka:
@@ -210,18 +208,11 @@ def produce(
             producer.init_transactions()
             producer.begin_transaction()
             transaction_start = time.monotonic()
+        stats = ProduceStats(num_records, reporting_interval)
         throttle = Throttle(throughput)
-        stats.start = time.monotonic()
         one = payloads[0] if len(payloads) == 1 else None
         for sent in range(num_records):
-            value = one if one is not None else random.choice(payloads)
-            while True:
-                try:
-                    producer.produce(topic, value)
-                    break
-                except BufferError:  # librdkafka's queue is full: deliver some, then again
-                    producer.poll(0.01)
-            producer.poll(0)
+            queue(producer, topic, value=one if one is not None else random.choice(payloads))
             if transactional_id is not None \
                     and time.monotonic() - transaction_start >= transaction_duration_ms / 1000:
                 producer.commit_transaction()
