@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 APT_PACKAGES := kcat:kcat java:openjdk-17-jre-headless /usr/share/java/zookeeper.jar:libzookeeper-java
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test test-deps bench clean
+.PHONY: run test test-deps bench bench-deps clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,9 +22,9 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/odradek broker
 
-# Debian packages the tests drive; installed only when their command (or file) is missing.
-test-deps:
-	@missing=""; for entry in $(APT_PACKAGES); do \
+# Debian packages installed only when their command (or file) is missing.
+define apt_install
+	@missing=""; for entry in $(1); do \
 		needed=$${entry%%:*}; \
 		case $$needed in /*) test -e $$needed ;; *) command -v $$needed >/dev/null ;; esac \
 			|| missing="$$missing $${entry#*:}"; done; \
@@ -32,15 +32,26 @@ test-deps:
 		echo "installing$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+endef
+
+# What the tests drive.
+test-deps:
+	$(call apt_install,$(APT_PACKAGES))
+
+# What the benchmark measures beside odradek: Redis Streams (the ZooKeeper of the replicated
+# rows is in APT_PACKAGES).
+bench-deps:
+	$(call apt_install,$(APT_PACKAGES) redis-server:redis-server)
 
 # Three workers, one module each at a time: a module's shared cluster stays in one worker.
 # pytest exits 5 when it collects nothing, which fails the target.
 test: $(STAMP) test-deps
 	$(BIN)/pytest -q -n 3 --dist loadfile
 
-bench: $(STAMP)
+# The whole benchmark (docs/benchmarks.md); `make bench ARGS=--quick` for a short run.
+bench: $(STAMP) bench-deps
 	$(BIN)/pip install --quiet -e '.[test,bench]'
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench.suite $(ARGS)
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis

@@ -10,7 +10,6 @@ import argparse
 import os
 import platform
 import shlex
-import signal
 import sys
 import time
 import traceback
@@ -94,17 +93,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.records < 1 or args.record_size < 9 or args.latency_rate < 1:
         p.error("--records >= 1, --record-size >= 9 and --latency-rate >= 1 please")
     return args
-
-
-def install_signal_handlers() -> None:
-    def handler(signum, _frame):
-        if workloads.STOP.is_set():
-            return  # already stopping: don't interrupt the cleanup
-        workloads.STOP.set()
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
 
 
 DEFAULT_PORTS = {"odradek": 29092, "tansu": 19092}
@@ -274,7 +262,7 @@ def environment() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    install_signal_handlers()
+    workloads.install_signal_handlers()
     now = datetime.now(timezone.utc)
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
     output = args.output or str(RESULTS_DIR / f"{stamp}.json")

@@ -285,6 +285,25 @@ class Broker:
     def cpu_seconds(self) -> float | None:
         return tree_cpu_seconds(self.proc.pid) if self.alive() else None
 
+    def cpu_now(self) -> float:
+        """CPU-seconds the broker has used so far; raises once it is gone, so that a run
+        never reports a cost it did not measure."""
+        cpu = self.cpu_seconds()
+        if cpu is None:
+            raise BrokerError(f"{self.name} is gone; log:\n{self.log_tail(8)}")
+        return cpu
+
+    def rss_mb(self) -> float | None:
+        """Resident memory (VmRSS) in MB of 10^6 bytes, from /proc; None once it is gone."""
+        try:
+            status = Path(f"/proc/{self.pid}/status").read_text()
+        except OSError:
+            return None
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024 / 1e6
+        return None  # a process that has exited but not been reaped has no memory left
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

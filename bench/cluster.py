@@ -40,7 +40,6 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import brokers, report, workloads
-from bench.__main__ import install_signal_handlers
 from bench.brokers import RESULTS_DIR
 from odradek.cluster.local import STOP_TIMEOUT_S, LocalCluster, LocalClusterError
 
@@ -786,7 +785,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    install_signal_handlers()  # SIGTERM too ends in the clusters' finally
+    workloads.install_signal_handlers()  # SIGTERM too ends in the clusters' finally
     now = datetime.now(timezone.utc)
     output = Path(args.output or RESULTS_DIR / f"cluster-{now:%Y%m%dT%H%M%SZ}.json")
     command = shlex.join([os.path.basename(sys.executable), "-m", "bench.cluster",

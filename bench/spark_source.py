@@ -132,7 +132,8 @@ class SteadyProducer(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str, rate: int, record_size: int):
         super().__init__(name="steady-producer", daemon=True)
-        self.producer, self.errors = workloads._producer(bootstrap, workloads.LATENCY_PRODUCER)
+        self.producer, self.errors = workloads.producer_with_errors(
+            bootstrap, workloads.LATENCY_PRODUCER)
         self.topic, self.rate = topic, rate
         self.value = os.urandom(record_size)
         self.sent = 0

@@ -6,6 +6,7 @@ Each function returns a plain dict of numbers (JSON-ready) and raises on failure
 from __future__ import annotations
 
 import os
+import signal
 import struct
 import threading
 import time
@@ -83,6 +84,19 @@ class WorkloadError(RuntimeError):
 STOP = threading.Event()
 
 
+def install_signal_handlers() -> None:
+    """SIGINT and SIGTERM set STOP and raise KeyboardInterrupt, once: a second signal
+    during the cleanup does not interrupt it."""
+    def handler(signum, _frame):
+        if STOP.is_set():
+            return
+        STOP.set()
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
 def check_stop() -> None:
     if STOP.is_set():
         raise KeyboardInterrupt("stop requested")
@@ -99,8 +113,10 @@ def make_payloads(count: int, size: int) -> list[bytes]:
 Bootstrap = str | Mapping[str, str]
 
 
-def connection(bootstrap: Bootstrap) -> dict[str, str]:
-    """The librdkafka settings that reach ``bootstrap``."""
+def connection(bootstrap: Bootstrap | None) -> dict[str, str]:
+    """The librdkafka settings that reach ``bootstrap`` (none: a mock cluster's client)."""
+    if bootstrap is None:
+        return {}
     return {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
 
 
@@ -109,11 +125,12 @@ def unique_topic(kind: str) -> str:
 
 
 def create_topic(bootstrap: Bootstrap, topic: str, partitions: int, timeout: float = 30.0,
-                 replication_factor: int = 1) -> None:
+                 replication_factor: int = 1, config: dict[str, str] | None = None) -> None:
     """CreateTopics, then wait until every partition has a leader."""
     admin = AdminClient(connection(bootstrap))
     futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
+        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
+                  config=config or {})],
         operation_timeout=timeout,
         request_timeout=timeout,
     )
@@ -134,7 +151,7 @@ def create_topic(bootstrap: Bootstrap, topic: str, partitions: int, timeout: flo
         time.sleep(0.1)
 
 
-class _Errors:
+class ClientErrors:
     """Collects client-level errors (error_cb) and failed deliveries without per-record cost."""
 
     def __init__(self) -> None:
@@ -167,9 +184,10 @@ def _produce_blocking(produce, poll, topic: str, value: bytes) -> int:
             poll(0.001)
 
 
-def _producer(bootstrap: Bootstrap, settings: dict) -> tuple[Producer, _Errors]:
+def producer_with_errors(bootstrap: Bootstrap | None,
+                         settings: dict) -> tuple[Producer, ClientErrors]:
     """A producer with ``settings`` whose delivery and client errors are collected."""
-    errors = _Errors()
+    errors = ClientErrors()
     producer = Producer({**connection(bootstrap), **settings,
                          "on_delivery": errors.on_delivery, "error_cb": errors.on_error})
     return producer, errors
@@ -182,7 +200,25 @@ def produce_throughput(bootstrap: Bootstrap, s: Settings, payloads: list[bytes],
     topic = unique_topic("throughput")
     create_topic(bootstrap, topic, s.partitions, replication_factor=replication_factor)
     client_config = {**THROUGHPUT_PRODUCER, "acks": acks}
-    producer, errors = _producer(bootstrap, client_config)
+    producer, errors = producer_with_errors(bootstrap, client_config)
+    return {"topic": topic, **timed_produce(producer, errors, topic, payloads),
+            "client_config": client_config}
+
+
+def client_ceiling(s: Settings, payloads: list[bytes]) -> dict:
+    """``payloads`` produced as by :func:`produce_throughput`, to librdkafka's built-in mock
+    cluster in this process (``test.mock.num.brokers``): what this client reaches when the
+    broker costs it nothing on the network and nothing in another process."""
+    topic = unique_topic("ceiling")
+    producer, errors = producer_with_errors(None, {
+        **THROUGHPUT_PRODUCER, "test.mock.num.brokers": 1, "test.mock.broker.rtt": 0})
+    return {"topic": topic, **timed_produce(producer, errors, topic, payloads),
+            "client_config": THROUGHPUT_PRODUCER}
+
+
+def timed_produce(producer: Producer, errors: ClientErrors, topic: str,
+                  payloads: list[bytes]) -> dict:
+    """The time from the first ``produce()`` of ``payloads`` to the end of ``flush()``."""
     producer.list_topics(topic, timeout=10)  # metadata + connection before the clock starts
     produce, poll = producer.produce, producer.poll
     waits = 0
@@ -206,21 +242,20 @@ def produce_throughput(bootstrap: Bootstrap, s: Settings, payloads: list[bytes],
         )
     seconds = t1 - t0
     count = len(payloads)
+    size = sum(map(len, payloads[:1000])) / min(1000, count)
     return {
-        "topic": topic,
         "records": count,
         "seconds": seconds,
         "records_per_s": count / seconds,
-        "mb_per_s": count * s.record_size / MB / seconds,
+        "mb_per_s": count * size / MB / seconds,
         "enqueue_seconds": t_enqueued - t0,
         "queue_full_waits": waits,
         "client_errors": errors.client[:10],
-        "client_config": client_config,
     }
 
 
 def consume_throughput(bootstrap: Bootstrap, s: Settings, topic: str, expected: int) -> dict:
-    errors = _Errors()
+    errors = ClientErrors()
     consumer = Consumer(
         {
             **connection(bootstrap),
@@ -298,7 +333,7 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 class _LatencyConsumer(threading.Thread):
     def __init__(self, bootstrap: Bootstrap, topic: str, partitions: int):
         super().__init__(name="latency-consumer", daemon=True)
-        self.errors = _Errors()
+        self.errors = ClientErrors()
         self.consumer = Consumer(
             {
                 **connection(bootstrap),
@@ -342,7 +377,7 @@ class _LatencyConsumer(threading.Thread):
 def end_to_end_latency(bootstrap: Bootstrap, s: Settings) -> dict:
     topic = unique_topic("latency")
     create_topic(bootstrap, topic, s.partitions)
-    producer, errors = _producer(bootstrap, LATENCY_PRODUCER)
+    producer, errors = producer_with_errors(bootstrap, LATENCY_PRODUCER)
     pad = os.urandom(s.record_size - _HEADER.size)
     pack, clock = _HEADER.pack, time.monotonic_ns
     reader = _LatencyConsumer(bootstrap, topic, s.partitions)

@@ -27,6 +27,8 @@ class ReplicaLog:
     node_id: int
     batches: list[tuple[int, bytes]] = field(default_factory=list)
     values: list[tuple[int, bytes]] = field(default_factory=list)  # (offset, value)
+    # Offset -> its batch as a person reads it: where a duplicate came from.
+    origins: dict[int, str] = field(default_factory=dict)
 
     def batches_below(self, offset: int) -> list[tuple[int, bytes]]:
         return [(base, data) for base, data in self.batches if base < offset]
@@ -40,8 +42,12 @@ def read_replica(node_id: int, partition_dir: Path) -> ReplicaLog:
             replica.batches.append((batch.base_offset, bytes(batch.buffer)))
             if batch.is_control_batch:
                 continue
+            origin = (f"batch {batch.base_offset}..{batch.last_offset} of leader epoch "
+                      f"{batch.partition_leader_epoch}, producer {batch.producer_id} epoch "
+                      f"{batch.producer_epoch} sequence {batch.base_sequence}")
             for record in batch.records():
                 replica.values.append((record.offset, record.value))
+                replica.origins[record.offset] = origin
     return replica
 
 
@@ -57,6 +63,8 @@ class CheckResult:
     acknowledged: int = 0
     lost: list[bytes] = field(default_factory=list)
     duplicated: list[bytes] = field(default_factory=list)
+    # For the first duplicated value of a partition: the batches holding each copy.
+    duplicate_origins: list[str] = field(default_factory=list)
     unexpected: list[bytes] = field(default_factory=list)
     diverged: list[str] = field(default_factory=list)
 
@@ -68,7 +76,7 @@ class CheckResult:
         return (f"acknowledged {self.acknowledged}, lost {len(self.lost)}, duplicated "
                 f"{len(self.duplicated)}, unexpected {len(self.unexpected)}, diverged "
                 f"{len(self.diverged)}: {self.diverged[:3]} lost={self.lost[:5]} "
-                f"duplicated={self.duplicated[:5]}")
+                f"duplicated={self.duplicated[:5]} {self.duplicate_origins[:4]}")
 
 
 def check_partition(replicas: list[ReplicaLog], high_watermark: int, acknowledged: set[bytes],
@@ -92,5 +100,11 @@ def check_partition(replicas: list[ReplicaLog], high_watermark: int, acknowledge
     counts = Counter(committed)
     result.acknowledged += len(acknowledged)
     result.lost.extend(sorted(value for value in acknowledged if value not in counts))
-    result.duplicated.extend(sorted(value for value, n in counts.items() if n > 1))
+    duplicated = sorted(value for value, n in counts.items() if n > 1)
+    result.duplicated.extend(duplicated)
+    if duplicated:
+        result.duplicate_origins.extend(
+            f"{duplicated[0]!r} at {offset}: {replicas[0].origins[offset]}"
+            for offset, value in replicas[0].values
+            if value == duplicated[0] and offset < high_watermark)
     result.unexpected.extend(sorted(value for value in counts if value not in attempted))

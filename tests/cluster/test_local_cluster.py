@@ -47,6 +47,11 @@ def test_the_cluster_has_three_brokers_and_a_controller(local_cluster, admin):
     assert cluster.controller_id in {1, 2, 3}
     assert local_cluster.bootstrap_servers == ",".join(
         local_cluster.brokers[node_id].bootstrap for node_id in (1, 2, 3))
+    # A fresh cluster starts cleanly: no broker logged an error while joining it.
+    errors = {node_id: [line for line in broker.log_path.read_text().splitlines()
+                        if " ERROR " in line]
+              for node_id, broker in local_cluster.brokers.items()}
+    assert errors == {1: [], 2: [], 3: []}
 
 
 def test_a_topic_with_replication_factor_3_has_every_broker_in_sync(admin):

@@ -36,7 +36,10 @@ class Workload:
         self.producer = Producer({
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
             "linger.ms": 5, "message.timeout.ms": 120_000, "retry.backoff.ms": 100,
-            "topic.metadata.refresh.interval.ms": 1000, "log_level": 3})
+            "topic.metadata.refresh.interval.ms": 1000,
+            # The idempotence state changes (drains, epoch bumps) on stderr, which pytest
+            # shows when a check fails: what the producer did about each error.
+            "debug": "eos"})
         self.attempted: set[bytes] = set()
         self.acknowledged: dict[int, set[bytes]] = defaultdict(set)
         self.failed: list[str] = []

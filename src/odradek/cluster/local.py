@@ -29,6 +29,7 @@ These classes are not thread-safe.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -40,6 +41,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, suppress
 from pathlib import Path
 
+from kio.schema.metadata.v12.request import MetadataRequest
+
+from odradek.client.connection import BrokerConnection, BrokerConnectionError
 from odradek.cluster.process import (
     POLL_INTERVAL_S,
     command_line,
@@ -66,6 +70,8 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 60.0
 # How long start() waits for one TCP connection attempt to the client port.
 CONNECT_TIMEOUT_S = 0.2
+# How long start() waits for a broker's metadata before asking again.
+METADATA_TIMEOUT_S = 2.0
 
 
 class BrokerProcessError(RuntimeError):
@@ -250,6 +256,25 @@ class BrokerProcess:
                 raise self._start_error(f"did not accept connections within {timeout_s} s")
             time.sleep(POLL_INTERVAL_S)
 
+    def known_brokers(self) -> set[int]:
+        """The node ids this broker's metadata lists; none when it does not answer."""
+        try:
+            return asyncio.run(self._metadata_brokers())
+        except (BrokerConnectionError, TimeoutError):
+            return set()
+
+    async def _metadata_brokers(self) -> set[int]:
+        connection = await BrokerConnection.open(
+            HOST, self._port, client_id="odradek-cluster", connect_timeout_s=CONNECT_TIMEOUT_S)
+        try:
+            answer = await connection.send(
+                MetadataRequest(topics=(), allow_auto_topic_creation=False,
+                                include_topic_authorized_operations=False),
+                timeout_s=METADATA_TIMEOUT_S)
+        finally:
+            connection.close()
+        return {broker.node_id for broker in answer.brokers}
+
     def _start_error(self, what: str) -> BrokerProcessError:
         return BrokerProcessError(
             f"broker {self.node_id} on {self.bootstrap} {what}; the end of {self.log_path}:\n"
@@ -319,8 +344,9 @@ class LocalCluster:
 
     def start(self, wait_s: float = START_TIMEOUT_S) -> LocalCluster:
         """Starts ZooKeeper, then every broker at once, leaving alone those already running;
-        returns once all accept connections. If any fails to start (or the start is
-        interrupted), every process of the cluster is killed and the error says why."""
+        returns once all accept connections and each one's metadata lists them all. If any
+        fails to start (or the start is interrupted), every process of the cluster is killed
+        and the error says why."""
         try:
             if not self.zookeeper.running:
                 self.zookeeper.start()
@@ -332,6 +358,7 @@ class LocalCluster:
                           if not broker.running]
             for start in starts:
                 start.result()
+            self._wait_until_formed(wait_s)
         except BaseException as exc:
             self._stop_all(kill=True)
             if isinstance(exc, PROCESS_ERRORS):
@@ -363,6 +390,19 @@ class LocalCluster:
             self.brokers[node_id] = BrokerProcess(
                 node_id, self._broker_directory(node_id), self.zookeeper.connect_string,
                 next(ports), next(ports), configs)
+
+    def _wait_until_formed(self, timeout_s: float) -> None:
+        """Waits until every broker's metadata lists every broker: a broker accepts
+        connections as soon as it has registered, before it has seen the others do so."""
+        expected = set(self.brokers)
+        deadline = time.monotonic() + timeout_s
+        for broker in self.brokers.values():
+            while (known := broker.known_brokers()) != expected:
+                if time.monotonic() >= deadline:
+                    raise BrokerProcessError(
+                        f"broker {broker.node_id} on {broker.bootstrap} lists brokers "
+                        f"{sorted(known)}, not {sorted(expected)}, after {timeout_s} s")
+                time.sleep(POLL_INTERVAL_S)
 
     def _write_cluster_json(self) -> None:
         write_json(self.directory / "cluster.json", {
@@ -405,7 +445,7 @@ def free_ports(count: int) -> list[int]:
 
 def _names_directory(pid: int, directory: Path) -> bool:
     """Whether process ``pid`` is alive and has a path under ``directory`` (its
-    ``log.dirs``) in its command line: not a process that reused the pid, and not a zombie (whose command line
-    is empty)."""
+    ``log.dirs``) in its command line: not a process that reused the pid, and not a zombie
+    (whose command line is empty)."""
     under = os.fsencode(directory) + os.fsencode(os.sep)
     return any(under in arg for arg in command_line(pid))

@@ -146,6 +146,9 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future]] = []
         self._tasks: set[asyncio.Task] = set()
         self._session_lost = False
+        # Set while the connection is down: a CONNECTED state that ends no outage (the first
+        # connection) calls for no re-read.
+        self._disconnected = False
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -206,11 +209,13 @@ class ZooKeeperMetadataStore(MetadataStore):
         if self._closed:
             return
         if state == KazooState.LOST:
-            self._session_lost = True
+            self._session_lost = self._disconnected = True
             self._publish(SessionChanged(False, expired=True))
         elif state == KazooState.SUSPENDED:
+            self._disconnected = True
             self._publish(SessionChanged(False))
-        elif state == KazooState.CONNECTED:
+        elif state == KazooState.CONNECTED and self._disconnected:
+            self._disconnected = False
             if self._session_lost:
                 # A new session: ephemeral znodes and watches of the old one are gone.
                 self._session_lost = False
