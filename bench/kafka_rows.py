@@ -32,6 +32,10 @@ LARGE_RECORD = 1024 * 1024
 # A 1 MiB value with its record and batch headers is over Kafka's default max.message.bytes
 # (1 MiB + 12 bytes); the large-record topic allows two.
 LARGE_TOPIC_CONFIG = {"max.message.bytes": str(2 * LARGE_RECORD)}
+# A fetch carries up to four of them from the partition rather than one (the default
+# max.partition.fetch.bytes is 1 MiB): larger fetches measured no faster here.
+LARGE_FETCH = {"max.partition.fetch.bytes": 4 * LARGE_RECORD,
+               "fetch.max.bytes": 64 * LARGE_RECORD}
 # A consumer process that reads nothing for this long has stopped.
 STALL_S = 30.0
 
@@ -69,18 +73,29 @@ class Rows:
                 self.latency, self.large]
 
 
-def kafka_rows(broker: Broker, settings: Settings, runs: int, quick: bool) -> list[Row]:
-    """Every row of one running broker, each measured ``runs`` times."""
-    rows = Rows(broker.name)
+def kafka_rows(running: list[Broker], settings: Settings, runs: int, quick: bool,
+               progress: Callable[[str], None] = print) -> list[Row]:
+    """Every row of the running brokers, each measured ``runs`` times: run by run, broker
+    after broker, so that the machine drifting during the section weighs on all of them
+    alike. Each broker is warmed up first with an untimed tenth of a run."""
     payloads = workloads.make_payloads(settings.records, settings.record_size)
-    for _ in range(runs):
-        attempt(rows.produce, rows.consume, lambda: one_producer_then_consumer(
-            broker, settings, payloads))
-        attempt(rows.produce_three, None, lambda: (three_producers(broker, settings), None))
-        attempt(rows.consume_three, None, lambda: (three_consumers(broker, settings), None))
-        attempt(rows.latency, None, lambda: (latency(broker, settings), None))
-        attempt(rows.large, None, lambda: (large_records(broker, 50 if quick else 200), None))
-    return rows.all()
+    for broker in running:
+        progress(f"{broker.name}: warming up")
+        warm_up = payloads[:max(1, len(payloads) // 10)]
+        one_producer_then_consumer(broker, settings, warm_up)
+    rows = {broker.name: Rows(broker.name) for broker in running}
+    for run in range(1, runs + 1):
+        for broker in running:
+            progress(f"{broker.name}: run {run} of {runs}")
+            of = rows[broker.name]
+            attempt(of.produce, of.consume, lambda: one_producer_then_consumer(
+                broker, settings, payloads))
+            attempt(of.produce_three, None, lambda: (three_producers(broker, settings), None))
+            attempt(of.consume_three, None, lambda: (three_consumers(broker, settings), None))
+            attempt(of.latency, None, lambda: (latency(broker, settings), None))
+            attempt(of.large, None, lambda: (large_records(broker, 50 if quick else 200),
+                                             None))
+    return [row for of in rows.values() for row in of.all()]
 
 
 def attempt(first: Row, second: Row | None,
@@ -134,7 +149,7 @@ def large_records(broker: Broker, count: int) -> Run:
         "delivery.report.only.error": True})
     produced = workloads.timed_produce(producer, errors, topic, payloads)
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic,
-                         **THROUGHPUT_CONSUMER, "fetch.message.max.bytes": 2 * LARGE_RECORD})
+                         **THROUGHPUT_CONSUMER, **LARGE_FETCH})
     try:
         received = 0
         t0 = time.perf_counter()
@@ -143,7 +158,7 @@ def large_records(broker: Broker, count: int) -> Run:
         while received < count:
             if time.perf_counter() > deadline:
                 raise WorkloadError(f"read {received} of {count} 1 MiB records in 120 s")
-            for message in consumer.consume(min(8, count - received), timeout=1):
+            for message in consumer.consume(min(64, count - received), timeout=1):
                 if message.error() is not None:
                     raise WorkloadError(str(message.error()))
                 received += 1
