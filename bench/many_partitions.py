@@ -1,13 +1,14 @@
 """10,000 partitions on one broker: open file descriptors and memory of the idle broker.
 
-    .venv/bin/python -m bench.many_partitions [--partitions 10000] [--dir /tmp]
+    .venv/bin/python -m bench.many_partitions [--partitions 10000] [--runs 3] [--dir /tmp]
 
 Starts ``odradek broker`` on a temporary directory (removed at the end), creates the
 partitions with ``AdminClient.create_topics`` (100 topics of 100 partitions, ten topics a
 request), produces one record to each, lets the broker idle, then reads its open descriptors
 (``/proc/<pid>/fd``) and resident memory (``VmRSS``). The broker is then restarted (clean
-shutdown first) and measured again, with how long it took to start. A Kafka broker keeps
-three descriptors per segment open, 30,000 here; ``ulimit -n`` is printed for comparison.
+shutdown first) ``--runs`` times, each time measuring how long it took to listen. A Kafka
+broker keeps three descriptors per segment open, 30,000 here; ``ulimit -n`` is printed for
+comparison.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import confluent_kafka
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.rows import Row, describe
 
 PARTITIONS_PER_TOPIC = 100
 TOPICS_PER_REQUEST = 10
@@ -88,42 +92,49 @@ def produce_one_to_each(bootstrap: str, topics: list[str]) -> None:
         raise RuntimeError(f"{len(failures)} records failed: {failures[:3]}")
 
 
-def measure(broker: Broker, label: str) -> None:
-    time.sleep(IDLE_SECONDS)
-    print(f"{label:<34}{broker.open_descriptors():>8} fds{broker.rss_megabytes():>10.0f} MB RSS")
+def partition_rows(partitions: int, runs: int, scratch_dir: Path,
+                   progress: Callable[[str], None] = print) -> list[Row]:
+    """The suite's "many partitions" rows: open descriptors and RSS of the idle broker
+    holding ``partitions`` (one record each), and the time to listen again after a clean
+    shutdown, ``runs`` restarts."""
+    files = Row("many partitions", f"open files with {partitions:,} partitions", "odradek",
+                "files", higher_is_better=False)
+    memory = Row("many partitions", f"resident memory with {partitions:,} partitions",
+                 "odradek", "MB", higher_is_better=False)
+    restart = Row("many partitions", f"restart with {partitions:,} partitions", "odradek",
+                  "s", higher_is_better=False, note="to listening, after a clean shutdown")
+    root = Path(tempfile.mkdtemp(prefix="odradek-many-partitions-", dir=scratch_dir))
+    try:
+        broker = Broker(root / "data")
+        try:
+            progress(f"creating {partitions:,} partitions")
+            produce_one_to_each(broker.bootstrap, create_partitions(broker.bootstrap,
+                                                                    partitions))
+            time.sleep(IDLE_SECONDS)
+            files.runs.append({"value": broker.open_descriptors()})
+            memory.runs.append({"value": broker.rss_megabytes()})
+        finally:
+            broker.stop()
+        for run in range(1, runs + 1):
+            progress(f"restart {run} of {runs}")
+            broker = Broker(root / "data")
+            broker.stop()
+            restart.runs.append({"value": broker.startup_seconds})
+    finally:
+        shutil.rmtree(root)
+    return [files, memory, restart]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=3, help="restarts measured (default 3)")
     parser.add_argument("--dir", default=None, help="where the temporary data dir goes")
     args = parser.parse_args()
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     print(f"ulimit -n: {soft}")
-    root = Path(tempfile.mkdtemp(prefix="odradek-many-partitions-", dir=args.dir))
-    data_dir = root / "data"
-    try:
-        broker = Broker(data_dir)
-        try:
-            measure(broker, "empty broker")
-            started = time.perf_counter()
-            topics = create_partitions(broker.bootstrap, args.partitions)
-            print(f"created {args.partitions} partitions in "
-                  f"{time.perf_counter() - started:.1f} s")
-            started = time.perf_counter()
-            produce_one_to_each(broker.bootstrap, topics)
-            print(f"produced one record to each in {time.perf_counter() - started:.1f} s")
-            measure(broker, f"{args.partitions} partitions, idle")
-        finally:
-            broker.stop()
-        broker = Broker(data_dir)
-        try:
-            print(f"restart (clean shutdown) took {broker.startup_seconds:.1f} s to listen")
-            measure(broker, "after the restart, idle")
-        finally:
-            broker.stop()
-    finally:
-        shutil.rmtree(root)
+    for row in partition_rows(args.partitions, args.runs, args.dir and Path(args.dir)):
+        print(describe(row))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from rich.console import Console
 from bench import brokers, kafka_rows, workloads
 from bench.brokers import RESULTS_DIR, Broker
 from bench.machine import machine_rows
+from bench.many_partitions import partition_rows
 from bench.publish import publish
 from bench.redis_streams import redis_rows
 from bench.replication import replicated_rows
@@ -44,9 +45,9 @@ from bench.rows import Row, cost_rows, describe, ratio
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_MARKDOWN = ROOT / "docs" / "benchmarks.md"
 DOCS_IMAGES = ROOT / "docs" / "benchmarks"
-SECTIONS = ("machine", "ceiling", "odradek", "tansu", "redis", "replication")
-FULL = {"records": 1_000_000, "latency_seconds": 10.0}
-QUICK = {"records": 100_000, "latency_seconds": 3.0}
+SECTIONS = ("machine", "ceiling", "odradek", "tansu", "redis", "replication", "partitions")
+FULL = {"records": 1_000_000, "latency_seconds": 10.0, "partitions": 10_000}
+QUICK = {"records": 100_000, "latency_seconds": 3.0, "partitions": 1_000}
 DEFAULT_PORTS = {"odradek": 29092, "tansu": 19092}
 KAFKA_BROKERS = ("odradek", "tansu")
 REDIS_RECORDS = 250_000
@@ -62,8 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.suite", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
-                   help=f"{QUICK['records']:,} records, short latency runs, no replicated "
-                        "rows; published into bench/results/, not docs/")
+                   help=f"{QUICK['records']:,} records, short latency runs, "
+                        f"{QUICK['partitions']:,} partitions, no replicated rows; published "
+                        "into bench/results/, not docs/")
     p.add_argument("--runs", type=int,
                    help="runs per figure (default 3; 1 with --quick, a smoke run)")
     p.add_argument("--records", type=int,
@@ -88,6 +90,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     preset = QUICK if args.quick else FULL
     args.records = args.records or preset["records"]
     args.latency_seconds = preset["latency_seconds"]
+    args.partitions = preset["partitions"]
     return args
 
 
@@ -191,6 +194,9 @@ class Suite:
     def replication(self) -> None:
         self.add(replicated_rows(self.settings, self.args.runs))
 
+    def partitions(self) -> None:
+        self.add(partition_rows(self.args.partitions, self.args.runs, self.scratch, progress))
+
     @contextmanager
     def broker(self, name: str) -> Iterator[Broker]:
         log = RESULTS_DIR / f"{self.stamp}-{name}.log"
@@ -217,6 +223,7 @@ class Suite:
             "odradek": ("odradek and Tansu, run by run", self.kafka_brokers),
             "redis": ("Redis Streams", self.redis),
             "replication": ("odradek, three brokers", self.replication),
+            "partitions": ("odradek, many partitions", self.partitions),
         }
         if "tansu" in self.args.sections and "odradek" not in self.args.sections:
             steps["tansu"] = steps["odradek"]
@@ -277,6 +284,10 @@ def targets(rows: list[Row]) -> list[dict]:
           None if large is None or loopback is None or not loopback.median
           or large.median is None else large.median / loopback.median, 0.5, True,
           "fetch MB/s ÷ loopback MB/s")
+    restart = next((row for row in rows if row.section == "many partitions"
+                    and row.name.startswith("restart with 10,000")), None)
+    judge("restart with 10,000 partitions after a clean shutdown: at most 3 s",
+          restart.median if restart else None, 3.0, False, "s")
     return out
 
 
