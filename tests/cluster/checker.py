@@ -5,7 +5,8 @@ segment files (``<data>/<topic>-<partition>/*.log``): batches as written, whatev
 broker thinks of them. The checks are the documents' promise for replication and
 Jepsen's for a log:
 
-* every acknowledged value is in the log (no loss) and appears once (no duplicates);
+* every acknowledged value is in the log (no loss) and appears once (no duplicates) in
+  every producer epoch;
 * every replica holds the same batches, byte for byte, up to the high watermark, so the
   per-partition order is the same on all of them;
 * nothing the producer never sent is there.
@@ -29,6 +30,8 @@ class ReplicaLog:
     values: list[tuple[int, bytes]] = field(default_factory=list)  # (offset, value)
     # Offset -> its batch as a person reads it: where a duplicate came from.
     origins: dict[int, str] = field(default_factory=dict)
+    # Offset -> the (producer id, producer epoch) of its batch.
+    producers: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def batches_below(self, offset: int) -> list[tuple[int, bytes]]:
         return [(base, data) for base, data in self.batches if base < offset]
@@ -48,6 +51,7 @@ def read_replica(node_id: int, partition_dir: Path) -> ReplicaLog:
             for record in batch.records():
                 replica.values.append((record.offset, record.value))
                 replica.origins[record.offset] = origin
+                replica.producers[record.offset] = (batch.producer_id, batch.producer_epoch)
     return replica
 
 
@@ -65,6 +69,8 @@ class CheckResult:
     duplicated: list[bytes] = field(default_factory=list)
     # For the first duplicated value of a partition: the batches holding each copy.
     duplicate_origins: list[str] = field(default_factory=list)
+    # Values written again by the producer under a new epoch (see check_partition).
+    resent_after_epoch_bump: list[bytes] = field(default_factory=list)
     unexpected: list[bytes] = field(default_factory=list)
     diverged: list[str] = field(default_factory=list)
 
@@ -76,7 +82,8 @@ class CheckResult:
         return (f"acknowledged {self.acknowledged}, lost {len(self.lost)}, duplicated "
                 f"{len(self.duplicated)}, unexpected {len(self.unexpected)}, diverged "
                 f"{len(self.diverged)}: {self.diverged[:3]} lost={self.lost[:5]} "
-                f"duplicated={self.duplicated[:5]} {self.duplicate_origins[:4]}")
+                f"duplicated={self.duplicated[:5]} {self.duplicate_origins[:4]}; resent after "
+                f"an epoch bump {len(self.resent_after_epoch_bump)}")
 
 
 def check_partition(replicas: list[ReplicaLog], high_watermark: int, acknowledged: set[bytes],
@@ -100,7 +107,19 @@ def check_partition(replicas: list[ReplicaLog], high_watermark: int, acknowledge
     counts = Counter(committed)
     result.acknowledged += len(acknowledged)
     result.lost.extend(sorted(value for value in acknowledged if value not in counts))
-    duplicated = sorted(value for value, n in counts.items() if n > 1)
+    # A value twice within one producer epoch is the broker failing to deduplicate a retry.
+    # Across epochs it is the client: librdkafka bumps the epoch of the whole producer when a
+    # partition answers OUT_OF_ORDER_SEQUENCE_NUMBER for a request behind a failed one, and
+    # sends again, under new sequence numbers, records of other partitions that may already
+    # be written (librdkafka issue #4953; no broker can tell those apart).
+    producers = replicas[0].producers
+    copies: dict[bytes, set[tuple[int, int]]] = {}
+    for offset, value in replicas[0].values:
+        if offset < high_watermark and counts[value] > 1:
+            copies.setdefault(value, set()).add(producers[offset])
+    duplicated = sorted(value for value, seen in copies.items() if len(seen) == 1)
+    result.resent_after_epoch_bump.extend(sorted(
+        value for value, seen in copies.items() if len(seen) > 1))
     result.duplicated.extend(duplicated)
     if duplicated:
         result.duplicate_origins.extend(
