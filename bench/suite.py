@@ -36,6 +36,7 @@ from rich.console import Console
 from bench import brokers, kafka_rows, workloads
 from bench.brokers import RESULTS_DIR, Broker
 from bench.machine import machine_rows
+from bench.many_clients import many_clients_rows
 from bench.many_partitions import partition_rows
 from bench.publish import publish
 from bench.redis_streams import redis_rows
@@ -45,7 +46,8 @@ from bench.rows import Row, cost_rows, describe, ratio
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_MARKDOWN = ROOT / "docs" / "benchmarks.md"
 DOCS_IMAGES = ROOT / "docs" / "benchmarks"
-SECTIONS = ("machine", "ceiling", "odradek", "tansu", "redis", "replication", "partitions")
+SECTIONS = ("machine", "ceiling", "odradek", "tansu", "redis", "clients", "replication",
+            "partitions")
 FULL = {"records": 1_000_000, "latency_seconds": 10.0, "partitions": 10_000}
 QUICK = {"records": 100_000, "latency_seconds": 3.0, "partitions": 1_000}
 DEFAULT_PORTS = {"odradek": 29092, "tansu": 19092}
@@ -194,6 +196,12 @@ class Suite:
     def replication(self) -> None:
         self.add(replicated_rows(self.settings, self.args.runs))
 
+    def many_clients(self) -> None:
+        names = [name for name in KAFKA_BROKERS if name in self.args.sections]
+        with ExitStack() as stack:
+            running = [stack.enter_context(self.broker(name)) for name in names]
+            self.add(many_clients_rows(running, self.args.runs, self.args.quick))
+
     def partitions(self) -> None:
         self.add(partition_rows(self.args.partitions, self.args.runs, self.scratch, progress))
 
@@ -222,6 +230,7 @@ class Suite:
             "ceiling": ("the client's ceiling", self.ceiling),
             "odradek": ("odradek and Tansu, run by run", self.kafka_brokers),
             "redis": ("Redis Streams", self.redis),
+            "clients": ("many clients", self.many_clients),
             "replication": ("odradek, three brokers", self.replication),
             "partitions": ("odradek, many partitions", self.partitions),
         }
@@ -284,6 +293,10 @@ def targets(rows: list[Row]) -> list[dict]:
           None if large is None or loopback is None or not loopback.median
           or large.median is None else large.median / loopback.median, 0.5, True,
           "fetch MB/s ÷ loopback MB/s")
+    clients = next((row for row in rows if row.section == "many clients"
+                    and row.system == "odradek" and "1,000 idle" in row.name), None)
+    judge("many clients: probe p99 at most 10 ms", clients.median if clients else None,
+          10.0, False, "ms")
     restart = next((row for row in rows if row.section == "many partitions"
                     and row.name.startswith("restart with 10,000")), None)
     judge("restart with 10,000 partitions after a clean shutdown: at most 3 s",
