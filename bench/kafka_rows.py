@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 from bench import workloads
 from bench.brokers import Broker
 from bench.processes import READY_TIMEOUT_S, ClientsRun, in_processes
-from bench.rows import Row, Run
+from bench.rows import Row, Run, failed_run
 from bench.workloads import (
     MB,
     THROUGHPUT_CONSUMER,
@@ -105,8 +105,7 @@ def attempt(first: Row, second: Row | None,
     try:
         one, other = once()
     except Exception as exc:  # a failed run is reported, not fatal
-        failure = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
-        one, other = failure, failure
+        one = other = failed_run(exc)
     first.runs.append(one)
     if second is not None and other is not None:
         second.runs.append(other)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bench import brokers, workloads
 from bench.brokers import HOST, Broker
-from bench.rows import Row, Run, describe
+from bench.rows import Row, Run, describe, measure
 
 IDLE_CONNECTIONS = 1_000
 PRODUCERS = 100
@@ -48,11 +48,7 @@ def many_clients_rows(running: list[Broker], runs: int, quick: bool) -> list[Row
             for broker in running}
     for _ in range(runs):
         for broker in running:
-            try:
-                rows[broker.name].runs.append(probe_under_load(broker, **sizes))
-            except Exception as exc:  # a failed run is reported, not fatal
-                rows[broker.name].runs.append(
-                    {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
+            measure(rows[broker.name], 1, lambda: probe_under_load(broker, **sizes))
     return list(rows.values())
 
 

@@ -5,7 +5,7 @@ a ``LocalCluster`` of its own), with the brokers' CPU per million records."""
 from __future__ import annotations
 
 from bench import cluster, workloads
-from bench.rows import Row
+from bench.rows import Row, failed_run
 
 
 def replicated_rows(settings: workloads.Settings, runs: int) -> list[Row]:
@@ -26,5 +26,5 @@ def replicated_rows(settings: workloads.Settings, runs: int) -> list[Row]:
                         "broker_cpu_s_per_m": run["broker_cpu_s_per_million"],
                         "replicated_after_flush_s": run["replicated_after_flush_s"]})
         except Exception as exc:  # noqa: BLE001 - a cluster that fails is a failed row
-            row.runs.append({"error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
+            row.runs.append(failed_run(exc))
     return rows

@@ -72,9 +72,13 @@ def measure(row: Row, runs: int, once: Callable[[], Run]) -> Row:
         try:
             row.runs.append(once())
         except Exception as exc:  # a failed run is reported, not fatal
-            last = traceback.format_exception_only(exc)[-1].strip()
-            row.runs.append({"error": last})
+            row.runs.append(failed_run(exc))
     return row
+
+
+def failed_run(exc: Exception) -> Run:
+    """A run that raised ``exc``: its error in one line."""
+    return {"error": traceback.format_exception_only(exc)[-1].strip().splitlines()[0]}
 
 
 def ratio(row: Row, peer: Row | None) -> float | None:

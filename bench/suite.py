@@ -41,7 +41,7 @@ from bench.many_partitions import partition_rows
 from bench.publish import publish
 from bench.redis_streams import redis_rows
 from bench.replication import replicated_rows
-from bench.rows import Row, cost_rows, describe, ratio
+from bench.rows import Row, cost_rows, describe, measure, ratio
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_MARKDOWN = ROOT / "docs" / "benchmarks.md"
@@ -164,22 +164,19 @@ class Suite:
         payloads = workloads.make_payloads(self.settings.records, self.settings.record_size)
         row = Row("throughput", "one producer", "client ceiling", "records/s",
                   note="confluent-kafka to librdkafka's mock cluster in the same process")
-        for _ in range(self.args.runs):
-            try:
-                result = workloads.client_ceiling(self.settings, payloads)
-                row.runs.append({"value": result["records_per_s"],
-                                 "mb_per_s": result["mb_per_s"]})
-            except Exception as exc:  # noqa: BLE001 - recorded as a failed run
-                row.runs.append({"error": f"{type(exc).__name__}: {exc}"})
+
+        def once() -> dict:
+            result = workloads.client_ceiling(self.settings, payloads)
+            return {"value": result["records_per_s"], "mb_per_s": result["mb_per_s"]}
+
+        measure(row, self.args.runs, once)
         self.systems["client ceiling"] = (
             f"confluent-kafka {confluent_kafka.version()} with "
             "test.mock.num.brokers=1 (librdkafka's in-process mock broker)")
         self.add([row])
 
     def kafka_brokers(self) -> None:
-        names = [name for name in KAFKA_BROKERS if name in self.args.sections]
-        with ExitStack() as stack:
-            running = [stack.enter_context(self.broker(name)) for name in names]
+        with self.kafka_brokers_running() as running:
             self.add(kafka_rows.kafka_rows(running, self.settings, self.args.runs,
                                            self.args.quick, progress))
 
@@ -197,10 +194,15 @@ class Suite:
         self.add(replicated_rows(self.settings, self.args.runs))
 
     def many_clients(self) -> None:
-        names = [name for name in KAFKA_BROKERS if name in self.args.sections]
-        with ExitStack() as stack:
-            running = [stack.enter_context(self.broker(name)) for name in names]
+        with self.kafka_brokers_running() as running:
             self.add(many_clients_rows(running, self.args.runs, self.args.quick))
+
+    @contextmanager
+    def kafka_brokers_running(self) -> Iterator[list[Broker]]:
+        """The Kafka brokers the sections name, all started, all stopped afterwards."""
+        with ExitStack() as stack:
+            yield [stack.enter_context(self.broker(name)) for name in KAFKA_BROKERS
+                   if name in self.args.sections]
 
     def partitions(self) -> None:
         self.add(partition_rows(self.args.partitions, self.args.runs, self.scratch, progress))
