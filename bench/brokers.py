@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -367,6 +369,21 @@ def odradek_broker(
     for item in extra_sets:
         argv += ["--set", item]
     return Broker("odradek", argv, port, log_path, cleanup=cleanup)
+
+
+@contextmanager
+def odradek_and_tansu(log_dir: Path) -> Iterator[list[Broker]]:
+    """A fresh odradek broker (on a temporary data directory) and a Tansu broker, started,
+    with their logs in ``log_dir``, and stopped afterwards: for a row module run on its own."""
+    running = [odradek_broker(free_port(29092), log_dir / "odradek.log", None, []),
+               tansu_broker(free_port(19092), log_dir / "tansu.log")]
+    try:
+        for broker in running:
+            broker.start()
+        yield running
+    finally:
+        for broker in running:
+            broker.stop()
 
 
 # --------------------------------------------------------------------------- py-spy

@@ -120,18 +120,9 @@ def main() -> None:
     args = parser.parse_args()
     workloads.install_signal_handlers()
     log_dir = Path(tempfile.mkdtemp(prefix="bench-many-clients-"))
-    running = [brokers.odradek_broker(brokers.free_port(29092), log_dir / "odradek.log",
-                                      None, []),
-               brokers.tansu_broker(brokers.free_port(19092), log_dir / "tansu.log")]
-    try:
-        for broker in running:
-            broker.start()
+    with brokers.odradek_and_tansu(log_dir) as running:
         for row in many_clients_rows(running, args.runs, args.quick):
             print(describe(row))
-    finally:
-        for broker in running:
-            broker.stop()
-
 
 if __name__ == "__main__":
     main()

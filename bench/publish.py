@@ -257,13 +257,20 @@ def _unique(items: Iterable[str]) -> list[str]:
 Colours = dict[str, Any]
 
 
+# The sections whose records/s and broker CPU per million records the bar charts compare:
+# single-record requests cost a thousand times more per record, and the levels of data
+# growth have a plot of their own.
+BAR_SECTIONS = ("throughput", "C client", "replication")
+
+
 def _plot_throughput(rows: list[Row], colours: Colours) -> Figure | None:
-    chosen = [row for row in rows if row.section == "throughput" and row.unit == "records/s"]
+    chosen = [row for row in rows if row.section in BAR_SECTIONS and row.unit == "records/s"]
     return _bar_chart(chosen, "value", "records/s (median, min–max)", colours, EngFormatter())
 
 
 def _plot_broker_cost(rows: list[Row], colours: Colours) -> Figure | None:
-    chosen = [row for row in rows if row.stat("broker_cpu_s_per_m")]
+    chosen = [row for row in rows
+              if row.section in BAR_SECTIONS and row.stat("broker_cpu_s_per_m")]
     return _bar_chart(chosen, "broker_cpu_s_per_m",
                       "broker CPU seconds per million records (lower is better)", colours)
 

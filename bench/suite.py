@@ -19,6 +19,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -33,8 +34,9 @@ from pathlib import Path
 import confluent_kafka
 from rich.console import Console
 
-from bench import brokers, kafka_rows, workloads
+from bench import brokers, c_client, kafka_rows, workloads
 from bench.brokers import RESULTS_DIR, Broker
+from bench.data_growth import growth_rows
 from bench.machine import machine_rows
 from bench.many_clients import many_clients_rows
 from bench.many_partitions import partition_rows
@@ -46,8 +48,8 @@ from bench.rows import Row, cost_rows, describe, measure, ratio
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_MARKDOWN = ROOT / "docs" / "benchmarks.md"
 DOCS_IMAGES = ROOT / "docs" / "benchmarks"
-SECTIONS = ("machine", "ceiling", "odradek", "tansu", "redis", "clients", "replication",
-            "partitions")
+SECTIONS = ("machine", "ceiling", "odradek", "tansu", "c-client", "redis", "clients",
+            "growth", "replication", "partitions")
 FULL = {"records": 1_000_000, "latency_seconds": 10.0, "partitions": 10_000}
 QUICK = {"records": 100_000, "latency_seconds": 3.0, "partitions": 1_000}
 DEFAULT_PORTS = {"odradek": 29092, "tansu": 19092}
@@ -74,6 +76,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"records per throughput run (default {FULL['records']:,})")
     p.add_argument("--sections", default=",".join(SECTIONS),
                    help=f"a comma-separated subset of {','.join(SECTIONS)}")
+    p.add_argument("--rdkafka-performance", type=Path, metavar="PATH",
+                   help="librdkafka's rdkafka_performance for the C-client rows (default "
+                        f"{c_client.DEFAULT_TOOL}, which `make bench-tools` builds; the rows "
+                        "are skipped when there is none)")
     p.add_argument("--wait-idle", type=float, default=30.0, metavar="S",
                    help="before each system, wait up to S seconds for the CPUs to calm "
                         "down (default 30, 0 to skip)")
@@ -180,6 +186,22 @@ class Suite:
             self.add(kafka_rows.kafka_rows(running, self.settings, self.args.runs,
                                            self.args.quick, progress))
 
+    def c_client(self) -> None:
+        tool = c_client.find_tool(self.args.rdkafka_performance)
+        if tool is None:
+            self.notes.append(f"the C-client and small-request rows were skipped: no "
+                              f"{c_client.DEFAULT_TOOL} (`make bench-tools` builds it)")
+            console.print(f"    [yellow]skipped: no {c_client.DEFAULT_TOOL}")
+            return
+        self.systems["C client"] = c_client.tool_version(tool)
+        with self.kafka_brokers_running() as running:
+            self.add(c_client.c_client_rows(tool, running, self.args.runs, self.args.quick,
+                                            progress))
+
+    def growth(self) -> None:
+        self.add(growth_rows(self.settings, self.args.runs, self.args.quick, self.scratch,
+                             progress))
+
     def redis(self) -> None:
         records = min(self.args.records, REDIS_RECORDS)
         if records < self.args.records:
@@ -199,10 +221,11 @@ class Suite:
 
     @contextmanager
     def kafka_brokers_running(self) -> Iterator[list[Broker]]:
-        """The Kafka brokers the sections name, all started, all stopped afterwards."""
+        """The Kafka brokers the sections name (both when they name neither), all started,
+        all stopped afterwards."""
+        names = [name for name in KAFKA_BROKERS if name in self.args.sections]
         with ExitStack() as stack:
-            yield [stack.enter_context(self.broker(name)) for name in KAFKA_BROKERS
-                   if name in self.args.sections]
+            yield [stack.enter_context(self.broker(name)) for name in names or KAFKA_BROKERS]
 
     def partitions(self) -> None:
         self.add(partition_rows(self.args.partitions, self.args.runs, self.scratch, progress))
@@ -231,8 +254,10 @@ class Suite:
             "machine": ("the machine's limits", self.machine),
             "ceiling": ("the client's ceiling", self.ceiling),
             "odradek": ("odradek and Tansu, run by run", self.kafka_brokers),
+            "c-client": ("odradek and Tansu through librdkafka's C client", self.c_client),
             "redis": ("Redis Streams", self.redis),
             "clients": ("many clients", self.many_clients),
+            "growth": ("odradek as the data stored grows", self.growth),
             "replication": ("odradek, three brokers", self.replication),
             "partitions": ("odradek, many partitions", self.partitions),
         }
@@ -284,6 +309,13 @@ def targets(rows: list[Row]) -> list[dict]:
           "Tansu's CPU ÷ odradek's")
     judge("one consumer: at least Tansu's rate",
           ratio_of("one consumer", tansu.get("one consumer")), 1.0, True, "odradek ÷ Tansu")
+    judge("one consumer with the C client: at least 1.5x Tansu's rate",
+          ratio_of("one consumer (C client)", tansu.get("one consumer (C client)")), 1.5, True,
+          "odradek ÷ Tansu")
+    per_core = odradek.get("requests per broker CPU-second")
+    judge("small requests: at least 20,000 single-record produce requests/s from one broker "
+          "core", per_core.median if per_core else None, 20_000, True,
+          "requests per broker CPU-second")
     latency = odradek.get("end-to-end at 2,000 records/s")
     for key, label, bound in (("value", "p50", 1.0), ("p99_ms", "p99", 3.0),
                               ("p999_ms", "p99.9", 10.0)):
@@ -295,6 +327,9 @@ def targets(rows: list[Row]) -> list[dict]:
           None if large is None or loopback is None or not loopback.median
           or large.median is None else large.median / loopback.median, 0.5, True,
           "fetch MB/s ÷ loopback MB/s")
+    stored, growth = growth_ratio(odradek)
+    judge(f"throughput at {stored or 50} GB stored within 10% of throughput at 0 GB", growth,
+          0.9, True, "the lower of producer and consumer: at that level ÷ at 0 GB")
     clients = next((row for row in rows if row.section == "many clients"
                     and row.system == "odradek" and "1,000 idle" in row.name), None)
     judge("many clients: probe p99 at most 10 ms", clients.median if clients else None,
@@ -304,6 +339,22 @@ def targets(rows: list[Row]) -> list[dict]:
     judge("restart with 10,000 partitions after a clean shutdown: at most 3 s",
           restart.median if restart else None, 3.0, False, "s")
     return out
+
+
+def growth_ratio(odradek: dict[str, Row]) -> tuple[int | None, float | None]:
+    """The most GB the data-growth rows reached, and the lower of the producer's and the
+    consumer's median there over their median at 0 GB (None, None: not measured)."""
+    levels = [int(match.group(1)) for name in odradek
+              if (match := re.fullmatch(r"one producer at (\d+) GB", name))]
+    if not levels or max(levels) == 0:
+        return None, None
+    top, ratios = max(levels), []
+    for client in ("producer", "consumer"):
+        empty, full = (odradek.get(f"one {client} at {level} GB") for level in (0, top))
+        if empty is None or full is None or not empty.median or full.median is None:
+            return top, None
+        ratios.append(full.median / empty.median)
+    return top, min(ratios)
 
 
 # --------------------------------------------------------------------------- main
