@@ -13,6 +13,9 @@ there is none the rows are skipped, and the suite says so.
   6-partition topic (``linger.ms=5``, ``batch.size=1000000``, ``acks=1``), then read back
   from the beginning of every partition by one consumer; records/s as the tool reports
   them, with the broker's CPU-seconds per million records.
+- **1 MiB records (C client)**: the large-records row without Python: 1,000 records of
+  1 MiB (200 with ``--quick``) into one partition, then fetched four to a partition fetch;
+  the fetch's MB/s, with the produce's beside it.
 - **single-record produce requests**: ``requests`` records into a one-partition topic with
   ``linger.ms=0`` and ``batch.num.messages=1``, so that each Produce request carries one
   record (librdkafka still pipelines up to five requests per connection); requests/s, and
@@ -31,17 +34,23 @@ from pathlib import Path
 
 from bench import brokers, workloads
 from bench.brokers import BENCH_DIR, Broker
-from bench.kafka_rows import with_broker_cost
-from bench.rows import Row, Run, describe, failed_run
-from bench.workloads import WorkloadError
+from bench.kafka_rows import LARGE_FETCH, LARGE_RECORD, LARGE_TOPIC_CONFIG, with_broker_cost
+from bench.rows import Row, Run, describe, failed_run, measure
+from bench.workloads import MB, WorkloadError
 
 DEFAULT_TOOL = BENCH_DIR / ".tools" / "rdkafka_performance"
 PARTITIONS = 6
 RECORD_SIZE = 100
-FULL = {"records": 5_000_000, "requests": 50_000}
-QUICK = {"records": 500_000, "requests": 10_000}
+FULL = {"records": 5_000_000, "requests": 50_000, "large": 1_000}
+QUICK = {"records": 500_000, "requests": 10_000, "large": 200}
 PRODUCER = ["-X", "linger.ms=5", "-X", "batch.size=1000000", "-a", "1"]
 SINGLE_RECORD = ["-X", "linger.ms=0", "-X", "batch.num.messages=1"]
+# 1 MiB records as the Python row sends and fetches them (kafka_rows.large_records).
+LARGE_PRODUCER = ["-X", "linger.ms=5", "-X", f"message.max.bytes={2 * LARGE_RECORD + 1024}",
+                  "-a", "1"]
+LARGE_CONSUMER = ["-X", f"max.partition.fetch.bytes={LARGE_FETCH['max.partition.fetch.bytes']}",
+                  "-X", f"fetch.max.bytes={LARGE_FETCH['fetch.max.bytes']}",
+                  "-X", f"receive.message.max.bytes={2 * LARGE_FETCH['fetch.max.bytes']}"]
 TIMEOUT_S = 300
 # The tool's closing lines, e.g. "% 5000000 messages produced (500000000 bytes), 5000000
 # delivered (offset 0, 0 failed) in 5512ms: 907112 msgs/s and 90.71 MB/s, ..." and
@@ -117,9 +126,11 @@ class Rows:
                             "requests/s", note="linger.ms=0, batch.num.messages=1")
         self.per_core = Row("small requests", "requests per broker CPU-second", system,
                             "requests/s", note="what one broker core would serve")
+        self.large = Row("C client", "1 MiB records (C client)", system, "MB/s",
+                         note="fetch; produce beside it")
 
     def all(self) -> list[Row]:
-        return [self.produce, self.consume, self.requests, self.per_core]
+        return [self.produce, self.consume, self.large, self.requests, self.per_core]
 
 
 def c_client_rows(tool: Path, running: list[Broker], runs: int, quick: bool,
@@ -137,6 +148,7 @@ def c_client_rows(tool: Path, running: list[Broker], runs: int, quick: bool,
                 produce_run = consume_run = failed_run(exc)
             of.produce.runs.append(produce_run)
             of.consume.runs.append(consume_run)
+            measure(of.large, 1, lambda: large_records(tool, broker, size["large"]))
             try:
                 requests_run = single_record_requests(tool, broker, size["requests"])
                 per_core_run = {"value": requests_run["requests_per_cpu_s"]}
@@ -160,6 +172,23 @@ def produce_then_consume(tool: Path, broker: Broker, records: int) -> tuple[Run,
     for run in (produce_run, consume_run):
         run["value"] = run["records_per_s"]
     return produce_run, consume_run
+
+
+def large_records(tool: Path, broker: Broker, count: int) -> Run:
+    """``count`` 1 MiB records into a one-partition topic and read back: MB/s each way, the
+    fetch being the row's figure, against the machine's loopback limit."""
+    topic = workloads.unique_topic("c-client-large")
+    workloads.create_topic(broker.bootstrap, topic, 1, config=LARGE_TOPIC_CONFIG)
+    produce = produced(run_tool(tool, broker, [
+        "-P", "-t", topic, "-p", "0", "-s", str(LARGE_RECORD), "-c", str(count),
+        *LARGE_PRODUCER]), count)
+    run = with_broker_cost(broker, count, lambda: consumed(run_tool(tool, broker, [
+        "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q", "-c", str(count),
+        *LARGE_CONSUMER]), count))
+    megabytes = LARGE_RECORD / MB
+    return {"value": run["records_per_s"] * megabytes,
+            "produce_mb_per_s": produce["records_per_s"] * megabytes, "records": count,
+            "broker_cpu_s": run["broker_cpu_s"]}
 
 
 def single_record_requests(tool: Path, broker: Broker, requests: int) -> Run:

@@ -19,14 +19,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from odradek.protocol.records import NO_TIMESTAMP, CorruptRecordError, RecordBatch, iter_batches
-
 from odradek.log.errors import (
     OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
     UnexpectedAppendOffsetError,
 )
 from odradek.log.producer_state import BatchMetadata
+from odradek.protocol.records import NO_TIMESTAMP, CorruptRecordError, RecordBatch, iter_batches
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,20 +99,15 @@ def append_info(batches: Sequence[RecordBatch], *, log_append_time: int,
                 log_start_offset: int, needs_flush: bool) -> LogAppendInfo:
     """The answer for ``batches`` as written (stamped, if the leader stamped them)."""
     max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, batches[0].base_offset
-    for batch in batches:
+    records_count = valid_bytes = 0
+    for batch in batches:  # one pass: a produce's single batch is the common case
         if batch.max_timestamp > max_timestamp:
             max_timestamp, offset_of_max_timestamp = batch.max_timestamp, batch.last_offset
-    return LogAppendInfo(
-        first_offset=batches[0].base_offset,
-        last_offset=batches[-1].last_offset,
-        max_timestamp=max_timestamp,
-        offset_of_max_timestamp=offset_of_max_timestamp,
-        log_append_time=log_append_time,
-        log_start_offset=log_start_offset,
-        records_count=sum(batch.records_count for batch in batches),
-        valid_bytes=sum(batch.size_in_bytes for batch in batches),
-        needs_flush=needs_flush,
-    )
+        records_count += batch.records_count
+        valid_bytes += batch.size_in_bytes
+    return LogAppendInfo(batches[0].base_offset, batches[-1].last_offset, max_timestamp,
+                         offset_of_max_timestamp, log_append_time, log_start_offset,
+                         records_count, valid_bytes, needs_flush)
 
 
 def duplicate_append_info(batch: RecordBatch, duplicate: BatchMetadata, *,

@@ -4,7 +4,10 @@
 Indexes never parse records: the segment tells them what to add. Both hold their entries in
 memory (two parallel ``array`` columns, searched with ``bisect``), so a lookup never touches
 the disk, and keep no file open: :meth:`persist` writes the entries the file lacks, which the
-segment does when it stops being the active one (roll), after recovery and at close. The
+segment does when it stops being the active one (roll), after recovery and at close.
+Opening an index reads only its file's size and last entry (what loading a segment checks);
+the entries are read on first use, as Kafka's ``LazyIndex`` maps the file on first use, so a
+restart does not read the indexes of the thousands of segments no one reads. The
 active segment's index files may therefore lag behind its log; that is safe because the
 active segment is always at or above the recovery point, so a restart without a clean
 shutdown rebuilds them (Kafka's mmapped indexes are no more durable than that). Unlike
@@ -68,7 +71,8 @@ class CorruptIndexError(Exception):
 
 
 class _IndexFile:
-    """What both indexes share: the entry limit and the file, written by :meth:`persist`."""
+    """What both indexes share: the entry limit, the file, read on first use and written by
+    :meth:`persist`."""
 
     entry: struct.Struct
     _relative_offsets: array
@@ -79,18 +83,53 @@ class _IndexFile:
         self.base_offset = base_offset
         self.max_entries = max_index_size // self.entry.size
         try:
-            data = path.read_bytes()
-            exists = True
+            file_size = os.stat(path).st_size
         except FileNotFoundError:
-            data, exists = b"", False
-        if len(data) % self.entry.size:
+            file_size = -1
+        if file_size > 0 and file_size % self.entry.size:
             raise CorruptIndexError(
-                f"{path}: {len(data)} bytes is not a multiple of {self.entry.size}"
+                f"{path}: {file_size} bytes is not a multiple of {self.entry.size}"
             )
+        # The file holds _file_entries entries (-1: there is no file; it is written, empty,
+        # at the next persist), the first _persisted of which are in memory too once loaded.
+        self._file_entries = self._persisted = (
+            file_size // self.entry.size if file_size >= 0 else -1
+        )
+        self._loaded = False
+        self._last_entry_in_file = self._read_last_entry()
+
+    @property
+    def exists(self) -> bool:
+        """Whether the file existed when the index was opened, or was written since."""
+        return self._file_entries >= 0
+
+    def _read_last_entry(self) -> tuple[int, ...] | None:
+        """The fields of the file's last entry, read alone; None if it has none."""
+        if self._file_entries <= 0:
+            return None
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return self.entry.unpack(
+                os.pread(fd, self.entry.size, (self._file_entries - 1) * self.entry.size)
+            )
+        finally:
+            os.close(fd)
+
+    def _ensure_loaded(self) -> None:
+        if self._loaded:
+            return
+        size = max(self._file_entries, 0) * self.entry.size
+        data = b""
+        if size:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                data = os.read(fd, size)
+            finally:
+                os.close(fd)
+        if len(data) != size:
+            raise CorruptIndexError(f"{self.path}: shorter than its {self._file_entries} entries")
         self._load(data)
-        # The file holds _file_entries entries, the first _persisted of which are in memory
-        # too; a missing file is written (empty) at the next persist.
-        self._file_entries = self._persisted = len(self) if exists else -1
+        self._loaded = True
 
     def _load(self, data: bytes) -> None:
         raise NotImplementedError
@@ -99,11 +138,21 @@ class _IndexFile:
         raise NotImplementedError
 
     def __len__(self) -> int:
+        if not self._loaded:
+            return max(self._file_entries, 0)
         return len(self._relative_offsets)
 
     @property
     def is_full(self) -> bool:
         return len(self) >= self.max_entries
+
+    def _last_row(self) -> tuple[int, ...] | None:
+        """The last entry's fields, in the file's order; None if there is none."""
+        if not self._loaded:
+            return self._last_entry_in_file
+        if not self._relative_offsets:
+            return None
+        return tuple(column[-1] for column in self._columns)
 
     def _truncate_entries(self, keep: int) -> None:
         for column in self._columns:
@@ -112,13 +161,20 @@ class _IndexFile:
 
     def truncate_to(self, offset: int) -> None:
         """Removes every entry whose offset is at or beyond ``offset``."""
+        self._ensure_loaded()
         self._truncate_entries(bisect_left(self._relative_offsets, offset - self.base_offset))
 
     def clear(self) -> None:
+        if not self._loaded:  # nothing to read: every entry goes
+            self._load(b"")
+            self._loaded = True
         self._truncate_entries(0)
 
     def persist(self) -> bool:
         """Writes what the file lacks (no fsync); returns whether the file changed."""
+        if not self._loaded and self.exists:
+            return False  # untouched since it was read
+        self._ensure_loaded()
         count = len(self)
         if self._persisted == self._file_entries == count:
             return False
@@ -171,6 +227,7 @@ class OffsetIndex(_IndexFile):
         return flat.tobytes()
 
     def append(self, offset: int, position: int) -> None:
+        self._ensure_loaded()
         self._relative_offsets.append(offset - self.base_offset)
         self._positions.append(position)
 
@@ -179,6 +236,7 @@ class OffsetIndex(_IndexFile):
 
         The batch holding ``target_offset`` starts at the returned position or after it.
         """
+        self._ensure_loaded()
         i = bisect_right(self._relative_offsets, target_offset - self.base_offset) - 1
         if i < 0:
             return OffsetPosition(self.base_offset, 0)
@@ -191,6 +249,7 @@ class OffsetIndex(_IndexFile):
         Every byte from ``start`` up to that position is whole batches below ``max_offset``,
         so a read can skip walking their headers.
         """
+        self._ensure_loaded()
         i = min(
             bisect_right(self._positions, end),
             bisect_left(self._relative_offsets, max_offset - self.base_offset),
@@ -201,9 +260,11 @@ class OffsetIndex(_IndexFile):
 
     @property
     def last_entry(self) -> OffsetPosition | None:
-        if not self._positions:
+        last = self._last_row()
+        if last is None:
             return None
-        return OffsetPosition(self.base_offset + self._relative_offsets[-1], self._positions[-1])
+        relative_offset, position = last
+        return OffsetPosition(self.base_offset + relative_offset, position)
 
     def sanity_check(self, log_size: int, next_segment_base: int | None) -> None:
         """Kafka's cheap check on load: the last entry must point inside the log file and
@@ -239,6 +300,7 @@ class TimeIndex(_IndexFile):
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Adds an entry only if ``timestamp`` is beyond the last one, or beyond
         NO_TIMESTAMP for the first (Kafka's rule: batches without timestamps add nothing)."""
+        self._ensure_loaded()
         if timestamp <= (self._timestamps[-1] if self._timestamps else NO_TIMESTAMP):
             return
         self._timestamps.append(timestamp)
@@ -248,6 +310,7 @@ class TimeIndex(_IndexFile):
         """The last entry with a timestamp at or before ``target_timestamp``; the segment
         start if none. No record before the returned offset has a timestamp above it.
         """
+        self._ensure_loaded()
         i = bisect_right(self._timestamps, target_timestamp) - 1
         if i < 0:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
@@ -255,9 +318,11 @@ class TimeIndex(_IndexFile):
 
     @property
     def last_entry(self) -> TimestampOffset | None:
-        if not self._timestamps:
+        last = self._last_row()
+        if last is None:
             return None
-        return TimestampOffset(self._timestamps[-1], self.base_offset + self._relative_offsets[-1])
+        timestamp, relative_offset = last
+        return TimestampOffset(timestamp, self.base_offset + relative_offset)
 
     def sanity_check(self, next_segment_base: int | None) -> None:
         """The last entry must name an offset of this segment."""

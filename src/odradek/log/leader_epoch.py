@@ -29,8 +29,11 @@ This class is not thread-safe: the broker's event loop owns it, except :meth:`fl
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 from bisect import bisect_left, bisect_right
+from collections.abc import Set
 from pathlib import Path
 from typing import NamedTuple
 
@@ -61,25 +64,34 @@ class LeaderEpochFileCache:
     with :meth:`load`; ``LeaderEpochFileCache(directory)`` is a new, empty one."""
 
     def __init__(self, directory: Path, entries: list[EpochEntry] | None = None) -> None:
-        self.path = directory / LEADER_EPOCH_CHECKPOINT
+        self.directory = directory
         self._entries: list[EpochEntry] = entries or []
         # The file was replaced since it was last fsynced (read and cleared by flush).
         self._unsynced = False
 
     @classmethod
-    def load(cls, directory: Path) -> LeaderEpochFileCache:
-        """The cache as its file left it; empty if there is none. An unreadable file is
-        ignored (logged): OffsetsForLeaderEpoch then answers from what is written next."""
+    def load(cls, directory: Path, file_names: Set[str] | None = None) -> LeaderEpochFileCache:
+        """The cache as its file left it; empty if there is none (``file_names``: the names
+        in ``directory``, if the caller listed it already). An unreadable file is ignored
+        (logged): OffsetsForLeaderEpoch then answers from what is written next."""
+        cache = cls(directory)
+        if file_names is not None and LEADER_EPOCH_CHECKPOINT not in file_names:
+            return cache
         try:
-            rows = read_checkpoint_file(directory / LEADER_EPOCH_CHECKPOINT, fields=2)
+            path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
+            rows = read_checkpoint_file(path, fields=2)
             entries = [EpochEntry(int(epoch), int(start)) for epoch, start in rows]
         except (CorruptCheckpointError, ValueError) as e:
             logger.warning("%s: ignoring the leader epoch checkpoint: %s", directory, e)
             entries = []
-        cache = cls(directory)
         for entry in entries:  # as Kafka does: whatever the file says, kept monotonic
             cache._assign(entry)
         return cache
+
+    @functools.cached_property
+    def path(self) -> Path:
+        # Built on first use: a restart opens thousands of caches that are never written.
+        return self.directory / LEADER_EPOCH_CHECKPOINT
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -112,7 +124,7 @@ class LeaderEpochFileCache:
         if len(removed) > 1 or (removed and removed[0].start_offset != entry.start_offset):
             # Kafka warns too: entries for data written are being dropped.
             logger.warning("%s: epoch entry %s removes the conflicting entries %s",
-                           self.path.parent, entry, removed)
+                           self.directory, entry, removed)
         self._entries.append(entry)
         return True
 
@@ -180,4 +192,4 @@ class LeaderEpochFileCache:
             fsync_path(self.path)
 
     def __repr__(self) -> str:
-        return f"LeaderEpochFileCache({str(self.path.parent)!r}, {self._entries})"
+        return f"LeaderEpochFileCache({str(self.directory)!r}, {self._entries})"

@@ -22,7 +22,9 @@ lies in its offset range, then loses its suffix.
 from __future__ import annotations
 
 import logging
+import os
 import re
+from collections.abc import Set
 from pathlib import Path
 
 from odradek.log.config import LogConfig
@@ -36,6 +38,7 @@ from odradek.log.segment import (
     SEGMENT_FILE_SUFFIXES,
     SWAP_FILE_SUFFIX,
     LogSegment,
+    segment_file_name,
     segment_path,
 )
 
@@ -45,12 +48,13 @@ _SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex|txnindex)")
 
 
 def load_segments(
-    directory: Path, config: LogConfig, *, files: OpenFiles, now_ms: int,
-    recovery_point: int, had_clean_shutdown: bool,
+    directory: Path, file_names: Set[str], config: LogConfig, *, files: OpenFiles,
+    now_ms: int, recovery_point: int, had_clean_shutdown: bool,
 ) -> list[LogSegment]:
-    """The segments in ``directory``, oldest first; empty if it holds none."""
-    _complete_interrupted_swaps(directory, files)
-    base_offsets = _base_offsets_with_log(directory)
+    """The segments in ``directory``, oldest first; empty if it holds none. ``file_names``
+    are the names in ``directory`` (listed once by the caller, for every loader)."""
+    file_names = _complete_interrupted_swaps(directory, file_names, files)
+    base_offsets = _base_offsets_with_log(directory, file_names)
     segments: list[LogSegment] = []
     for i, base_offset in enumerate(base_offsets):
         next_base = base_offsets[i + 1] if i + 1 < len(base_offsets) else None
@@ -62,6 +66,7 @@ def load_segments(
             index_interval_bytes=config.index_interval_bytes,
             max_index_size=config.segment_index_bytes,
             now_ms=now_ms, next_segment_base=next_base, recover=recover, files=files,
+            file_names=file_names,
         )
         segments.append(segment)
         if segment.bytes_cut and next_base is not None:
@@ -70,19 +75,19 @@ def load_segments(
     return segments
 
 
-def _base_offsets_with_log(directory: Path) -> list[int]:
+def _base_offsets_with_log(directory: Path, file_names: Set[str]) -> list[int]:
     base_offsets = set()
-    for path in directory.iterdir():
-        if path.name.endswith(DELETED_FILE_SUFFIX):
-            logger.info("%s: removing a deleted segment file left by a stop", path)
-            path.unlink()
+    for name in file_names:
+        if name.endswith(DELETED_FILE_SUFFIX):
+            logger.info("%s: removing a deleted segment file left by a stop", directory / name)
+            (directory / name).unlink()
             continue
-        match = _SEGMENT_FILE.fullmatch(path.name)
+        match = _SEGMENT_FILE.fullmatch(name)
         if match:
             base_offsets.add(int(match.group(1)))
     with_log = []
     for base_offset in sorted(base_offsets):
-        if segment_path(directory, base_offset, LOG_SUFFIX).exists():
+        if segment_file_name(base_offset, LOG_SUFFIX) in file_names:
             with_log.append(base_offset)
         else:  # an index whose log is gone (a crash while deleting a segment)
             for suffix in INDEX_FILE_SUFFIXES:
@@ -104,14 +109,19 @@ def _delete_after_cut(
             segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
 
 
-def _complete_interrupted_swaps(directory: Path, files: OpenFiles) -> None:
+def _complete_interrupted_swaps(
+    directory: Path, file_names: Set[str], files: OpenFiles
+) -> Set[str]:
+    """Settles what the cleaner left; returns the names in ``directory`` after that."""
+    if not any(name.endswith((CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)) for name in file_names):
+        return file_names
     swapped_logs = []
-    for path in sorted(directory.iterdir()):
-        if path.name.endswith(CLEANED_FILE_SUFFIX):
-            logger.info("%s: removing an unfinished cleaned segment file", path)
-            path.unlink()
-        elif path.name.endswith(LOG_SUFFIX + SWAP_FILE_SUFFIX):
-            swapped_logs.append(path)
+    for name in sorted(file_names):
+        if name.endswith(CLEANED_FILE_SUFFIX):
+            logger.info("%s: removing an unfinished cleaned segment file", directory / name)
+            (directory / name).unlink()
+        elif name.endswith(LOG_SUFFIX + SWAP_FILE_SUFFIX):
+            swapped_logs.append(directory / name)
     for swap_log in swapped_logs:
         base_offset = int(swap_log.name[:20])
         # Offsets in the swap file: its last batch ends the range it replaces.
@@ -139,6 +149,7 @@ def _complete_interrupted_swaps(directory: Path, files: OpenFiles) -> None:
     for path in directory.iterdir():
         if path.name.endswith(SWAP_FILE_SUFFIX):
             path.unlink()
+    return set(os.listdir(directory))
 
 
 def _segment_base_offsets(directory: Path) -> list[int]:

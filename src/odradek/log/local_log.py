@@ -38,6 +38,7 @@ from odradek.log.checkpoint import fsync_path
 from odradek.log.config import LogConfig
 from odradek.log.context import LogContext, on_disk
 from odradek.log.errors import KafkaStorageError
+from odradek.log.file_region import FileRegion
 from odradek.log.open_files import OpenFiles
 from odradek.log.segment import LogSegment
 
@@ -172,13 +173,14 @@ class LocalLog:
     # -- read --------------------------------------------------------------------------
 
     def _read_segments(self, fetch_offset: int, max_bytes: int, upper: int,
-                       min_one_batch: bool) -> bytes:
+                       min_one_batch: bool, zero_copy: bool) -> bytes | FileRegion:
         """Whole batches from one segment (see ``PartitionLog.read``): the next one if
         ``fetch_offset``'s segment has nothing at or after it, as Kafka does."""
-        records: bytes | None = None
+        records: bytes | FileRegion | None = None
         i = bisect_right(self._base_offsets, fetch_offset) - 1
         while records is None and fetch_offset < upper and i < len(self._segments):
-            records = self._segments[i].read(fetch_offset, max_bytes, upper, min_one_batch)
+            records = self._segments[i].read(fetch_offset, max_bytes, upper, min_one_batch,
+                                             zero_copy)
             i += 1
         return records or b""
 

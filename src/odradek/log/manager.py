@@ -138,6 +138,7 @@ class LogManager:
         the clean shutdown marker from their recovery points, then removes the markers.
         ``config_for`` maps a topic to its log config; ``hosted`` are the partitions this
         broker is known to host, which decide whether a missing dir is new or lost."""
+        config_for = functools.cache(config_for)  # one per topic, not one per partition
         absent = []
         for log_dir in self.log_dirs:
             if not os.path.lexists(log_dir):
@@ -176,14 +177,15 @@ class LogManager:
         high_watermarks = self._read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
         loaded: dict[TopicPartition, PartitionLog] = {}
         try:
-            for child in sorted(log_dir.iterdir()):
-                if not child.is_dir():
-                    continue
-                if child.name.endswith(DELETE_DIR_SUFFIX):
+            with os.scandir(log_dir) as entries:
+                names = sorted(entry.name for entry in entries if entry.is_dir())
+            for name in names:
+                child = log_dir / name
+                if name.endswith(DELETE_DIR_SUFFIX):
                     logger.info("removing %s, a delete interrupted by a stop", child)
                     shutil.rmtree(child)
                     continue
-                tp = parse_partition_dir(child.name)
+                tp = parse_partition_dir(name)
                 if tp is None:
                     continue
                 if tp in self._logs:

@@ -14,9 +14,12 @@ format::
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import uuid
 from pathlib import Path
+
+from odradek.log.checkpoint import read_file
 
 PARTITION_METADATA_FILE = "partition.metadata"
 
@@ -25,11 +28,19 @@ def read_topic_id(directory: Path) -> uuid.UUID | None:
     """The topic id the log in ``directory`` was created for; None without the file (a log
     from before it, or an unreadable file: the caller writes it)."""
     try:
-        text = (directory / PARTITION_METADATA_FILE).read_text()
-    except OSError:
+        text = read_file(os.path.join(directory, PARTITION_METADATA_FILE)).decode()
+    except (OSError, UnicodeDecodeError):
         return None
-    fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
-    encoded = fields.get("topic_id", "")
+    for line in text.splitlines():
+        field, _, value = line.partition(": ")
+        if field == "topic_id":
+            return _decode_topic_id(value)
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _decode_topic_id(encoded: str) -> uuid.UUID | None:
+    # Cached: every partition of a topic holds the same id, and a restart reads them all.
     try:
         return uuid.UUID(bytes=base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
     except ValueError:

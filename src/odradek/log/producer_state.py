@@ -65,6 +65,7 @@ reading and writing snapshots, and reading the log at :meth:`ProducerStateManage
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import re
@@ -81,6 +82,7 @@ from kio.schema.errors import ErrorCode
 from odradek.protocol.control_records import EndTxnMarker, read_end_txn_marker
 from odradek.protocol.records import NO_SEQUENCE, RecordBatch, RecordsError, iter_batches
 
+from odradek.log.checkpoint import read_file
 from odradek.log.errors import LogError
 
 if TYPE_CHECKING:
@@ -243,8 +245,12 @@ class ProducerStateManager:
     """The producer state of the partition whose directory is ``directory``. Open it with
     :meth:`load`; a new, empty one is ``ProducerStateManager(directory)``."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, snapshot_offsets: Iterable[int] = ()) -> None:
         self.directory = directory
+        # The offsets of the snapshot files in the directory, oldest first: listed once at
+        # load, then kept as snapshots are written and deleted (as Kafka's
+        # ProducerStateManager keeps its snapshots map), so a roll lists no directory.
+        self._snapshots = sorted(snapshot_offsets)
         self._producers: dict[int, ProducerStateEntry] = {}
         # Transactions started and not yet ended, by first offset. They start at the log
         # end, so insertion order is offset order: the first key is the smallest.
@@ -437,8 +443,12 @@ class ProducerStateManager:
 
     def snapshot_offsets(self) -> list[int]:
         """The offsets of the snapshot files in the directory, oldest first."""
-        matches = (_SNAPSHOT_FILE.fullmatch(path.name) for path in self.directory.iterdir())
-        return sorted(int(match.group(1)) for match in matches if match)
+        return list(self._snapshots)
+
+    def _delete_snapshots(self, offsets: Iterable[int]) -> None:
+        for offset in list(offsets):
+            snapshot_path(self.directory, offset).unlink(missing_ok=True)
+            self._snapshots.remove(offset)
 
     def take_snapshot(self, offset: int) -> None:
         """Writes the state as of log end offset ``offset`` (fsynced, replaced atomically),
@@ -450,8 +460,9 @@ class ProducerStateManager:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        for old in self.snapshot_offsets()[:-SNAPSHOTS_TO_RETAIN]:
-            snapshot_path(self.directory, old).unlink(missing_ok=True)
+        if offset not in self._snapshots:
+            bisect.insort(self._snapshots, offset)
+        self._delete_snapshots(self._snapshots[:-SNAPSHOTS_TO_RETAIN])
 
     def _reset(self) -> None:
         self._producers = {}
@@ -462,18 +473,24 @@ class ProducerStateManager:
     def truncate_fully(self) -> None:
         """The log starts afresh: every producer is forgotten, every snapshot deleted."""
         self._reset()
-        for offset in self.snapshot_offsets():
-            snapshot_path(self.directory, offset).unlink()
+        self._delete_snapshots(self._snapshots)
 
     @classmethod
     def load(
-        cls, log: PartitionLog, *, now_ms: int, producer_id_expiration_ms: int
+        cls, log: PartitionLog, *, now_ms: int, producer_id_expiration_ms: int,
+        file_names: Iterable[str] | None = None,
     ) -> ProducerStateManager:
         """The state of ``log``'s producers when it opens (see :meth:`rebuild`), without the
-        producers idle for ``producer.id.expiration.ms``."""
-        state = cls(log.directory)
-        for path in log.directory.glob(f"*{SNAPSHOT_SUFFIX}{_TMP_SUFFIX}"):
-            path.unlink()  # a snapshot being written when the broker stopped
+        producers idle for ``producer.id.expiration.ms``. ``file_names``: the names in the
+        log's directory, if the caller listed it already."""
+        snapshot_offsets = []
+        for name in os.listdir(log.directory) if file_names is None else file_names:
+            if name.endswith(SNAPSHOT_SUFFIX + _TMP_SUFFIX):
+                # A snapshot being written when the broker stopped.
+                (log.directory / name).unlink()
+            elif match := _SNAPSHOT_FILE.fullmatch(name):
+                snapshot_offsets.append(int(match.group(1)))
+        state = cls(log.directory, snapshot_offsets)
         state.rebuild(log)
         state.remove_expired_producers(now_ms, producer_id_expiration_ms)
         return state
@@ -492,15 +509,15 @@ class ProducerStateManager:
         log_end_offset = log.log_end_offset
         replay_from = log.log_start_offset
         for offset in reversed(self.snapshot_offsets()):
-            path = snapshot_path(log.directory, offset)
             if offset > log_end_offset:
-                path.unlink()
+                self._delete_snapshots([offset])
                 continue
+            path = os.path.join(self.directory, snapshot_file_name(offset))
             try:
-                producers = decode_snapshot(path.read_bytes())
+                producers = decode_snapshot(read_file(path))
             except CorruptSnapshotError as e:
                 logger.warning("deleting producer state snapshot %s: %s", path, e)
-                path.unlink()
+                self._delete_snapshots([offset])
                 continue
             self._producers = {entry.producer_id: entry for entry in producers}
             ongoing = sorted((entry.current_txn_first_offset, entry.producer_id)
@@ -517,16 +534,20 @@ class ProducerStateManager:
                 if txn is not None and txn.aborted:
                     log.restore_aborted_txn(txn, self.last_stable_offset_after(txn))
         self.on_high_watermark_updated(log.high_watermark)
-        for old in self.snapshot_offsets()[:-SNAPSHOTS_TO_RETAIN]:
-            snapshot_path(log.directory, old).unlink()
+        self._delete_snapshots(self._snapshots[:-SNAPSHOTS_TO_RETAIN])
 
     def __repr__(self) -> str:
         return f"ProducerStateManager({str(self.directory)!r}, producers={len(self._producers)})"
 
 
+def snapshot_file_name(offset: int) -> str:
+    """``00000000000000000050.snapshot`` for offset 50 (Kafka's name)."""
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
 def snapshot_path(directory: Path, offset: int) -> Path:
-    """``<directory>/00000000000000000050.snapshot`` for offset 50 (Kafka's name)."""
-    return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+    """``<directory>/00000000000000000050.snapshot`` for offset 50."""
+    return directory / snapshot_file_name(offset)
 
 
 def batches_from(log: PartitionLog, offset: int) -> Iterator[RecordBatch]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
@@ -44,6 +44,7 @@ from odradek.protocol.records import (
 )
 
 from odradek.log.checkpoint import fsync_path
+from odradek.log.file_region import FileRegion
 from odradek.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from odradek.log.open_files import OpenFiles
 from odradek.log.transaction_index import TransactionIndex
@@ -67,6 +68,9 @@ SWAP_FILE_SUFFIX = ".swap"
 # Headers are read this many bytes at a time: enough for ~80 small batches in one pread,
 # while a scan over large batches wastes at most this much per batch.
 HEADER_SCAN_BLOCK = 8192
+# Reads this large go to a fetch response as a FileRegion, sent by the kernel: below it,
+# duplicating and closing a descriptor costs about what copying the bytes twice does.
+ZERO_COPY_MIN_BYTES = 64 * 1024
 
 # Recovery validates the CRC of every batch, so it reads whole batches, this much at a time.
 RECOVERY_CHUNK = 4 * 1024 * 1024
@@ -75,9 +79,14 @@ RECOVERY_CHUNK = 4 * 1024 * 1024
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """``00000000000000000050.log`` for base offset 50."""
+    return f"{base_offset:020d}{suffix}"
+
+
 def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
     """``<directory>/00000000000000000050.log`` for base offset 50."""
-    return directory / f"{base_offset:020d}{suffix}"
+    return directory / segment_file_name(base_offset, suffix)
 
 
 def _deleted_path(path: Path) -> Path:
@@ -92,9 +101,9 @@ def _open_index(
     index_type: type[_Index], path: Path, base_offset: int, max_index_size: int
 ) -> tuple[_Index, bool]:
     """The index at ``path`` and whether its entries were lost (missing or corrupt file)."""
-    lost = not path.exists()
     try:
-        return index_type(path, base_offset, max_index_size), lost
+        index = index_type(path, base_offset, max_index_size)
+        return index, not index.exists
     except CorruptIndexError as e:
         logger.warning("%s; starting it afresh", e)
         path.unlink()
@@ -126,7 +135,10 @@ class LogSegment:
         max_index_size: int,
         files: OpenFiles,
         file_suffix: str = "",
+        txn_index_exists: bool = True,
     ) -> None:
+        """``txn_index_exists``: False when the caller knows there is no ``.txnindex`` file
+        (only a segment holding an abort marker has one), so none is looked for."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -146,7 +158,8 @@ class LogSegment:
             TimeIndex, time_index_path, base_offset, max_index_size
         )
         self.txn_index = TransactionIndex(
-            segment_path(directory, base_offset, TXN_INDEX_SUFFIX + file_suffix), base_offset
+            segment_path(directory, base_offset, TXN_INDEX_SUFFIX + file_suffix), base_offset,
+            exists=txn_index_exists,
         )
         self.indexes_lost = offset_index_lost or time_index_lost
         # Whether the index files on disk were fsynced since they were last written.
@@ -193,13 +206,14 @@ class LogSegment:
     def open(
         cls, directory: Path, base_offset: int, *, index_interval_bytes: int,
         max_index_size: int, now_ms: int, next_segment_base: int | None, recover: bool,
-        files: OpenFiles,
+        files: OpenFiles, file_names: Set[str],
     ) -> LogSegment:
         """Loads a segment from disk. With ``recover`` (a segment at or above the recovery
         point after a stop without a clean shutdown) every batch is validated, a torn or
         invalid tail cut (``bytes_cut``) and the indexes rebuilt; otherwise the indexes are
-        trusted unless missing or failing Kafka's sanity check, in which case the segment is
-        recovered too.
+        trusted unless missing or failing Kafka's sanity check (of their last entries: the
+        rest is read on first use), in which case the segment is recovered too.
+        ``file_names`` are the names in ``directory``.
 
         A segment with data starts its segment.ms clock at ``now_ms``: the time of its first
         append is not recorded anywhere.
@@ -207,6 +221,7 @@ class LogSegment:
         segment = cls(
             directory, base_offset, index_interval_bytes=index_interval_bytes,
             max_index_size=max_index_size, files=files,
+            txn_index_exists=segment_file_name(base_offset, TXN_INDEX_SUFFIX) in file_names,
         )
         if not recover and segment.indexes_lost and segment.size:
             logger.warning("%s: rebuilding lost index files", segment.log_path)
@@ -218,12 +233,17 @@ class LogSegment:
             except CorruptIndexError as e:
                 logger.warning("%s; rebuilding the indexes", e)
                 recover = True
-        if not recover:
+        if not recover and segment.size:
+            # Through a descriptor of its own: at startup, thousands of segments going
+            # through the broker's bounded set would only evict one another.
+            fd = os.open(segment.log_path, os.O_RDONLY)
             try:
-                segment._load_tail()
+                segment._load_tail(fd)
             except CorruptRecordError as e:
                 logger.warning("%s; recovering the segment", e)
                 recover = True
+            finally:
+                os.close(fd)
         if recover:
             segment.recover()
         if segment.size:
@@ -285,10 +305,13 @@ class LogSegment:
 
     # -- reading -----------------------------------------------------------------------
 
-    def _headers(self, position: int) -> Iterator[tuple[int, RecordBatch]]:
-        """(file position, header view) of each batch from ``position`` to the end."""
+    def _headers(
+        self, position: int, fd: int | None = None
+    ) -> Iterator[tuple[int, RecordBatch]]:
+        """(file position, header view) of each batch from ``position`` to the end, read
+        through ``fd`` if given, else the segment's descriptor."""
         while position < self.size:
-            block = os.pread(self._fd, HEADER_SCAN_BLOCK, position)
+            block = os.pread(self._fd if fd is None else fd, HEADER_SCAN_BLOCK, position)
             offset = 0
             while offset + RECORD_BATCH_OVERHEAD <= len(block):
                 batch = RecordBatch(block, offset)
@@ -322,11 +345,14 @@ class LogSegment:
         return None
 
     def read(
-        self, start_offset: int, max_size: int, max_offset: int, min_one_batch: bool
-    ) -> bytes | None:
+        self, start_offset: int, max_size: int, max_offset: int, min_one_batch: bool,
+        zero_copy: bool = False,
+    ) -> bytes | FileRegion | None:
         """Whole batches from the one holding ``start_offset``: at most ``max_size`` bytes
         (or one batch of any size with ``min_one_batch``), none reaching ``max_offset``.
-        None when the segment ends before ``start_offset``: the next segment may have it."""
+        None when the segment ends before ``start_offset``: the next segment may have it.
+        With ``zero_copy``, batches of ``ZERO_COPY_MIN_BYTES`` or more come back as a
+        :class:`FileRegion` of this file, to be sent to a socket without being read."""
         first = self._find_batch(start_offset)
         if first is None:
             return None
@@ -334,18 +360,27 @@ class LogSegment:
             return b""
         start = first.position
         if self.next_offset <= max_offset and self.size - start <= max_size:
-            return os.pread(self._fd, self.size - start, start)  # all the rest fits
+            # All the rest fits.
+            return self._slice(start, self.size, self.next_offset, zero_copy)
         limit = min(start + max_size, self.size)
         # Batches up to the last indexed one below both limits need no header walk.
         end = self.offset_index.last_batch_start_within(start, limit, max_offset)
+        next_offset = self.next_offset  # past the last batch read: the first one left out
         for position, batch in self._headers(end):
             if batch.last_offset >= max_offset or position + batch.size_in_bytes > limit:
+                next_offset = batch.base_offset
                 break
             end = position + batch.size_in_bytes
         if end == start:
             if not min_one_batch:
                 return b""
-            end = start + first.size
+            end, next_offset = start + first.size, first.last_offset + 1
+        return self._slice(start, end, next_offset, zero_copy)
+
+    def _slice(self, start: int, end: int, next_offset: int,
+               zero_copy: bool) -> bytes | FileRegion:
+        if zero_copy and end - start >= ZERO_COPY_MIN_BYTES:
+            return FileRegion(self._fd, start, end - start, next_offset)
         return os.pread(self._fd, end - start, start)
 
     def find_offset_by_timestamp(
@@ -434,9 +469,10 @@ class LogSegment:
             end = batch.position + batch.size_in_bytes
         return end
 
-    def _load_tail(self) -> None:
+    def _load_tail(self, fd: int | None = None) -> None:
         """Restores the batch bookkeeping from the indexes plus a scan of the batches after
-        the last offset index entry (at most ``index_interval_bytes`` and one batch).
+        the last offset index entry (at most ``index_interval_bytes`` and one batch), read
+        through ``fd`` if given.
 
         Exact: at that entry's batch the time index got the max timestamp up to it."""
         self._reset_batch_state()
@@ -446,7 +482,7 @@ class LogSegment:
             self.offset_of_max_timestamp = last_entry.offset
         last_indexed = self.offset_index.last_entry
         start = last_indexed.position if last_indexed is not None else 0
-        for position, batch in self._headers(start):
+        for position, batch in self._headers(start, fd):
             self._track_batch(position, batch)
         self._bytes_since_last_index_entry = self.size - start
 

@@ -29,6 +29,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.log.checkpoint import read_file
+
 logger = logging.getLogger(__name__)
 
 # .txnindex entry (Kafka's AbortedTxn), 34 bytes, big-endian:
@@ -57,14 +59,15 @@ class AbortedTxn:
 class TransactionIndex:
     """The aborted transactions of the segment at ``base_offset``, oldest first."""
 
-    def __init__(self, path: Path, base_offset: int) -> None:
+    def __init__(self, path: Path, base_offset: int, *, exists: bool = True) -> None:
+        """``exists``: False when the caller knows there is no file, so none is read."""
         self.path = path
-        self._entries = self._read(path, base_offset)
+        self._entries = self._read(path, base_offset) if exists else []
 
     @staticmethod
     def _read(path: Path, base_offset: int) -> list[AbortedTxn]:
         try:
-            data = path.read_bytes()
+            data = read_file(path)
         except FileNotFoundError:
             return []
         whole = len(data) - len(data) % ABORTED_TXN.size

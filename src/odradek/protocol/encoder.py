@@ -72,17 +72,19 @@ _FIXED: dict[str, tuple[str, str]] = {
 _NULLABLE_DATETIME = "(-1 if {0} is None else round({0}.timestamp() * 1000))"
 
 
-def encode_frame(*entities: Any) -> list[bytes | bytearray]:
-    """Encodes ``entities`` one after the other as one size-prefixed frame, returned as
-    buffers to write in order (``transport.writelines``): large values are referenced,
-    not copied."""
+def encode_frame(*entities: Any, header: bytes = b"") -> list[bytes | bytearray]:
+    """Encodes ``entities`` one after the other as one size-prefixed frame, after the
+    already encoded ``header`` if any, returned as buffers to write in order
+    (``transport.writelines``): large values are referenced, not copied."""
     buf = bytearray(4)
+    buf += header
     refs: list[tuple[int, Any]] = []
     for entity in entities:
         entity_encoder(type(entity))(buf, refs, entity)
-    _SIZE.pack_into(buf, 0, len(buf) - 4 + sum(len(value) for _, value in refs))
     if not refs:
+        _SIZE.pack_into(buf, 0, len(buf) - 4)
         return [buf]
+    _SIZE.pack_into(buf, 0, len(buf) - 4 + sum(len(value) for _, value in refs))
     chunks: list[bytes | bytearray] = []
     start = 0
     for position, value in refs:
@@ -275,20 +277,18 @@ def _tagged_fields_writer(entity_type: type) -> Callable[[bytearray, Any], None]
     """Writes an entity's tagged fields as kio does: those that differ from their default,
     in tag order, each through kio's own writer (tagged fields are rare and small)."""
     tagged = sorted(
-        (get_field_tag(field), field,
+        (get_field_tag(field), field.name,
          get_field_writer(field, flexible=True, is_request_header=False, is_tag=True),
-         get_tagged_field_default(field))
+         get_tagged_field_default(field) if field.default is MISSING else field.default)
         for field in fields(entity_type) if get_field_tag(field) is not None)
     if not tagged:
         return lambda buf, entity: buf.append(0)
 
     def write_tagged_fields(buf: bytearray, entity: Any) -> None:
-        present = []
-        for tag, field, writer, implicit_default in tagged:
-            value = getattr(entity, field.name)
-            if not (value == field.default
-                    or (field.default == MISSING and value == implicit_default)):
-                present.append((tag, writer, value))
+        # Most values are their field's default object itself: ``is`` spares comparing
+        # them field by field.
+        present = [(tag, writer, value) for tag, name, writer, default in tagged
+                   if (value := getattr(entity, name)) is not default and value != default]
         buf += _uvarint(len(present))
         if present:
             with io.BytesIO() as tags:

@@ -27,26 +27,31 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import cache
 from typing import Any
 
 from kio.serial import entity_reader
 from kio.serial.readers import (
     read_compact_array_length,
-    read_int8,
     read_int16,
     read_int32,
     read_legacy_array_length,
     read_unsigned_varint,
 )
 
-from odradek.protocol.api import ApiKey, SUPPORTED_APIS, request_class
+from odradek.protocol.api import SUPPORTED_APIS, ApiKey, request_class
 from odradek.protocol.encoder import encode_frame
 
 _SIZE = struct.Struct(">i")
 # api_key int16, api_version int16, correlation_id int32: the part of every request header
 # that is the same in every version, read before the version is known.
 _HEADER_PREFIX = struct.Struct(">hhi")
+# ResponseHeader v0 is the correlation id; v1 adds the count of its tagged fields, of which
+# kio defines none.
+_RESPONSE_HEADER_V0 = struct.Struct(">i")
+_RESPONSE_HEADER_V1 = struct.Struct(">iB")
+# Each API key by number (a dict lookup costs a fraction of an enum call).
+_API_KEYS = {key.value: key for key in ApiKey}
 
 
 class FramingError(Exception):
@@ -155,10 +160,9 @@ def parse_request(frame: bytes) -> Request:
     does) and :class:`InvalidRequestError` for anything unparseable.
     """
     api_key, api_version, correlation_id = peek_header(frame)
-    try:
-        key = ApiKey(api_key)
-    except ValueError:
-        raise InvalidRequestError(f"unknown api key {api_key}") from None
+    key = _API_KEYS.get(api_key)
+    if key is None:
+        raise InvalidRequestError(f"unknown api key {api_key}")
     versions = SUPPORTED_APIS.get(key)
     if versions is None or api_version not in versions:
         raise UnsupportedVersionError(api_key, api_version, correlation_id)
@@ -187,7 +191,9 @@ def parse_request(frame: bytes) -> Request:
 # nothing, and refuses any such frame.
 
 # A walk step: from the offset of a value in the frame to the offset just past it. A value
-# of fixed size is walked by its size instead: consecutive ones add up to one jump.
+# of fixed size is walked by its size instead: consecutive ones add up to one jump. Each
+# entity's walk is compiled into one function, as ``encoder`` compiles encoders, since every
+# request takes it: a Produce walk is a few jumps, not a dozen calls.
 _Skip = Callable[[bytes, int], int]
 
 _FIXED_SIZES = {
@@ -201,47 +207,104 @@ _FIXED_SIZES = {
 _LEGACY_LENGTH_READERS = {"string": read_int16, "bytes": read_int32, "records": read_int32}
 
 
+class _WalkSource:
+    """The lines of a compiled walk and the names they use."""
+
+    def __init__(self, flexible: bool) -> None:
+        self.flexible = flexible
+        self.lines = ["def walk(frame, offset):"]
+        self.names: dict[str, Any] = {
+            "_array_count": _compact_array_count if flexible else _legacy_array_count,
+            "_walk_compact_value": _walk_compact_value,
+            "_walk_tagged_fields": _walk_tagged_fields,
+        }
+        self._fixed = 0  # bytes of fixed-size values not yet jumped over
+
+    def name(self, prefix: str, value: Any) -> str:
+        name = f"_{prefix}{len(self.names)}"
+        self.names[name] = value
+        return name
+
+    def line(self, text: str, indent: int = 1) -> None:
+        if self._fixed:
+            self.lines.append(f"    offset += {self._fixed}")
+            self._fixed = 0
+        self.lines.append("    " * indent + text)
+
+    def fixed(self, size: int) -> None:
+        self._fixed += size
+
+    def value(self, kafka_type: str, indent: int = 1) -> None:
+        """Walks one value of ``kafka_type`` at ``offset``."""
+        if kafka_type in _FIXED_SIZES:
+            if indent == 1:
+                self.fixed(_FIXED_SIZES[kafka_type])
+            else:
+                self.line(f"offset += {_FIXED_SIZES[kafka_type]}", indent)
+        elif kafka_type not in _LEGACY_LENGTH_READERS:
+            raise NotImplementedError(f"no wire layout for kafka type {kafka_type!r}")
+        elif self.flexible:
+            # Most lengths take one byte: length + 1 below 0x80, 0 for null.
+            self.line("n = frame[offset]", indent)
+            self.line("if n < 0x80: offset += n if n else 1", indent)
+            self.line("else: offset = _walk_compact_value(frame, offset)", indent)
+        else:
+            reader = self.name("read_length", _LEGACY_LENGTH_READERS[kafka_type])
+            self.line(f"length, size = {reader}(frame, offset)", indent)
+            self.line("offset += size + (length if length > 0 else 0)", indent)
+
+
 @cache
 def _entity_walk(cls: type) -> _Skip:
     """The walk over one kio entity; raises InvalidRequestError at an impossible length."""
     flexible = cls.__flexible__
-    steps: list[tuple[int, _Skip]] = []  # (fixed bytes before the step, the step)
-    fixed = 0
-    tagged: dict[int, _Skip] = {}
-    for field in dataclasses.fields(cls):
-        step = _field_walk(field, flexible)
-        if "tag" in field.metadata:
-            if not isinstance(step, int):  # a tagged value is skipped by its size anyway
-                tagged[field.metadata["tag"]] = step
-        elif isinstance(step, int):
-            fixed += step
+    fields = dataclasses.fields(cls)
+    # A tagged value is skipped by its size anyway: its walk only checks the lengths in it.
+    tagged = {field.metadata["tag"]: _compile_walk(f"{cls.__qualname__}.{field.name}",
+                                                   [field], flexible, tagged=None)
+              for field in fields if "tag" in field.metadata}
+    return _compile_walk(cls.__qualname__, [f for f in fields if "tag" not in f.metadata],
+                         flexible, tagged=tagged if flexible else None)
+
+
+def _compile_walk(name: str, fields: list[dataclasses.Field], flexible: bool,
+                  tagged: dict[int, _Skip] | None) -> _Skip:
+    """One function walking ``fields`` in order, then the tagged fields if ``tagged`` is
+    not None (a flexible entity: its tagged field walks by tag)."""
+    source = _WalkSource(flexible)
+    for field in fields:
+        annotation, nullable = _unwrap_optional(field.type)
+        if typing.get_origin(annotation) is tuple:
+            element = typing.get_args(annotation)[0]
+            source.line("count, offset = _array_count(frame, offset)")
+            if dataclasses.is_dataclass(element):
+                walk = source.name("walk", _entity_walk(element))
+                source.line("for _ in range(count):")
+                source.line(f"offset = {walk}(frame, offset)", 2)
+            elif field.metadata["kafka_type"] in _FIXED_SIZES:
+                source.line(f"offset += count * {_FIXED_SIZES[field.metadata['kafka_type']]}")
+            else:
+                source.line("for _ in range(count):")
+                source.value(field.metadata["kafka_type"], 2)
+        elif dataclasses.is_dataclass(annotation):
+            walk = source.name("walk", _entity_walk(annotation))
+            if nullable:
+                # A nullable struct is prefixed by an int8: -1 for null, 1 when present.
+                source.line(f"offset = (offset + 1 if frame[offset] >= 0x80 "
+                            f"else {walk}(frame, offset + 1))")
+            else:
+                source.line(f"offset = {walk}(frame, offset)")
         else:
-            steps.append((fixed, step))
-            fixed = 0
-    trailing = fixed
-
-    def walk(frame: bytes, offset: int) -> int:
-        for advance, step in steps:
-            offset = step(frame, offset + advance)
-        offset += trailing
-        if flexible:
-            offset = _walk_tagged_fields(tagged, frame, offset)
-        return offset
-
-    return walk
-
-
-def _field_walk(field: dataclasses.Field, flexible: bool) -> _Skip | int:
-    annotation, nullable = _unwrap_optional(field.type)
-    if typing.get_origin(annotation) is tuple:
-        element = typing.get_args(annotation)[0]
-        if dataclasses.is_dataclass(element):
-            return partial(_walk_array, flexible, _entity_walk(element))
-        return partial(_walk_array, flexible, _value_walk(field.metadata["kafka_type"], flexible))
-    if dataclasses.is_dataclass(annotation):
-        walk = _entity_walk(annotation)
-        return partial(_walk_nullable_struct, walk) if nullable else walk
-    return _value_walk(field.metadata["kafka_type"], flexible)
+            source.value(field.metadata["kafka_type"])
+    if tagged is not None:
+        tags = source.name("tags", tagged)
+        source.line("if frame[offset] == 0:  # no tagged fields")
+        source.line("offset += 1", 2)
+        source.line("else:")
+        source.line(f"offset = _walk_tagged_fields({tags}, frame, offset)", 2)
+    source.line("return offset")
+    exec(compile("\n".join(source.lines) + "\n", f"<walk {name}>", "exec"), source.names)
+    return source.names["walk"]
 
 
 def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
@@ -250,49 +313,31 @@ def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
-def _value_walk(kafka_type: str, flexible: bool) -> _Skip | int:
-    if kafka_type in _FIXED_SIZES:
-        return _FIXED_SIZES[kafka_type]
-    if kafka_type not in _LEGACY_LENGTH_READERS:
-        raise NotImplementedError(f"no wire layout for kafka type {kafka_type!r}")
-    if flexible:
-        return _walk_compact_value
-    return partial(_walk_legacy_value, _LEGACY_LENGTH_READERS[kafka_type])
-
-
 def _walk_compact_value(frame: bytes, offset: int) -> int:
     length_plus_one, size = read_unsigned_varint(frame, offset)
     return offset + size + max(length_plus_one - 1, 0)
 
 
-def _walk_legacy_value(read_length: Callable, frame: bytes, offset: int) -> int:
-    length, size = read_length(frame, offset)
-    return offset + size + max(length, 0)
+def _compact_array_count(frame: bytes, offset: int) -> tuple[int, int]:
+    """(elements, offset of the first) of a flexible array; refuses a length the frame
+    cannot hold. Read by kio's own length reader, so that the length checked is the length
+    kio will reserve."""
+    count, size = read_compact_array_length(frame, offset)
+    return _checked_count(-1 if count is None else count, frame, offset, size)
 
 
-def _walk_array(flexible: bool, walk_element: _Skip | int, frame: bytes, offset: int) -> int:
-    # kio's own length readers, so that the length checked is the length kio will reserve.
-    if flexible:
-        count, size = read_compact_array_length(frame, offset)
-        count = -1 if count is None else count
-    else:
-        count, size = read_legacy_array_length(frame, offset)
-    offset += size
-    if count < -1 or count > len(frame) - offset:
+def _legacy_array_count(frame: bytes, offset: int) -> tuple[int, int]:
+    count, size = read_legacy_array_length(frame, offset)
+    return _checked_count(count, frame, offset, size)
+
+
+def _checked_count(count: int, frame: bytes, offset: int, size: int) -> tuple[int, int]:
+    if count < -1 or count > len(frame) - offset - size:
         raise InvalidRequestError(
-            f"array length {count} at byte {offset - size} with {len(frame) - offset} bytes left"
+            f"array length {count} at byte {offset} with {len(frame) - offset - size} bytes "
+            f"left"
         )
-    if isinstance(walk_element, int):
-        return offset + max(count, 0) * walk_element
-    for _ in range(count):
-        offset = walk_element(frame, offset)
-    return offset
-
-
-def _walk_nullable_struct(walk: _Skip, frame: bytes, offset: int) -> int:
-    # A nullable struct is prefixed by an int8: -1 for null, 1 when present.
-    marker, size = read_int8(frame, offset)
-    return offset + size if marker < 0 else walk(frame, offset + size)
+    return max(count, 0), offset + size
 
 
 def _walk_tagged_fields(tagged: dict[int, _Skip], frame: bytes, offset: int) -> int:
@@ -313,8 +358,11 @@ def _walk_tagged_fields(tagged: dict[int, _Skip], frame: bytes, offset: int) -> 
 def encode_response_chunks(correlation_id: int, response: Any) -> list[bytes | bytearray]:
     """Serializes a kio response with its header, size-prefixed, as buffers to write in order
     (``transport.writelines``); record data is referenced, not copied."""
-    return encode_frame(type(response).__header_schema__(correlation_id=correlation_id),
-                        response)
+    # The header is packed here rather than built as a kio entity and encoded.
+    header = (_RESPONSE_HEADER_V1.pack(correlation_id, 0)
+              if type(response).__header_schema__.__flexible__
+              else _RESPONSE_HEADER_V0.pack(correlation_id))
+    return encode_frame(response, header=header)
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:

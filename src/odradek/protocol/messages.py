@@ -65,52 +65,74 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
     return tuple(plans)
 
 
-def _coercer(plan: _FieldPlan) -> Callable[[Any], Any] | None:
-    """The conversion of one field's non-null described value, or None to keep it as is."""
+def _coercion(plan: _FieldPlan, value: str, names: dict[str, Any]) -> str | None:
+    """The expression converting one field's non-null described ``value``, or None to keep
+    it as is; the names it uses go into ``names``."""
     nested, kafka_type = plan.nested, plan.kafka_type
     if nested is not None:
+        entity = f"_entity{len(names)}"
+        names[entity] = _entity_builder(nested)
         if plan.is_sequence:
-            return lambda value: tuple([_build_one(nested, v) for v in value])
-        return lambda value: _build_one(nested, value)
+            return f"tuple([{entity}(item) for item in {value}])"
+        return f"{entity}({value})"
     if plan.is_sequence:
-        return tuple
+        return f"tuple({value})"
     if kafka_type == "error_code":
-        return lambda value: value if isinstance(value, ErrorCode) else ErrorCode(value)
+        return f"{value} if isinstance({value}, _ErrorCode) else _ErrorCode({value})"
     if kafka_type is not None and kafka_type.startswith("timedelta"):
-        return lambda value: (datetime.timedelta(milliseconds=value) if isinstance(value, int)
-                              else value)
+        return f"_timedelta(milliseconds={value}) if isinstance({value}, int) else {value}"
     if kafka_type == "datetime_i64":
-        nullable = plan.nullable
-        return lambda value: (value if not isinstance(value, int)
-                              else None if value < 0 and nullable
-                              else _EPOCH + datetime.timedelta(milliseconds=value))
+        instant = f"_EPOCH + _timedelta(milliseconds={value})"
+        if plan.nullable:
+            instant = f"None if {value} < 0 else {instant}"
+        return f"{value} if not isinstance({value}, int) else {instant}"
     return None
 
 
 @cache
-def _coercers(cls: type) -> dict[str, Callable[[Any], Any] | None]:
-    return {plan.name: _coercer(plan) for plan in _plan(cls)}
+def _builder(cls: type) -> Callable[[dict[str, Any]], Any]:
+    """The compiled :func:`build` of ``cls``: one test and at most one conversion per field
+    of the class, written out the way ``dataclasses`` writes ``__init__``, since responses
+    are built on every request's path."""
+    names: dict[str, Any] = {"_cls": cls, "_ErrorCode": ErrorCode,
+                             "_timedelta": datetime.timedelta, "_EPOCH": _EPOCH}
+    lines = ["def build(description):", "    kwargs = {}"]
+    for plan in _plan(cls):
+        name = plan.name
+        coercion = _coercion(plan, "value", names)
+        lines.append(f"    if {name!r} in description:")
+        if coercion is None:
+            lines.append(f"        kwargs[{name!r}] = description[{name!r}]")
+            continue
+        lines.append(f"        value = description[{name!r}]")
+        lines.append(f"        kwargs[{name!r}] = None if value is None else {coercion}")
+    lines.append("    return _cls(**kwargs)")
+    exec(compile("\n".join(lines) + "\n", f"<builder {cls.__module__}.{cls.__qualname__}>",
+                 "exec"), names)
+    return names["build"]
 
 
-def _build_one(cls: type, value: Any) -> Any:
-    if isinstance(value, cls):
-        return value
-    if not isinstance(value, dict):
+@cache
+def _entity_builder(cls: type) -> Callable[[Any], Any]:
+    """Builds a nested entity from its description; an instance is taken as it is."""
+    build_from = _builder(cls)
+
+    def build_entity(value: Any) -> Any:
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            return build_from(value)
         raise TypeError(f"{cls.__qualname__} needs a dict, got {type(value).__name__}")
-    return build(cls, **value)
+
+    return build_entity
 
 
 def build(cls: type, **description: Any) -> Any:
     """Instantiates ``cls`` (a kio entity) from a version-independent description."""
-    coercers = _coercers(cls)
-    kwargs = {}
-    for name, value in description.items():
-        if name in coercers:
-            coerce = coercers[name]
-            kwargs[name] = value if coerce is None or value is None else coerce(value)
-    return cls(**kwargs)
+    return _builder(cls)(description)
 
 
+@cache
 def has_field(cls: type, name: str) -> bool:
     """True when this version of the message carries the field ``name``."""
     return any(p.name == name for p in _plan(cls))

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from odradek.log.file_region import FileRegion
 from odradek.log.offset_metadata import LogOffsetMetadata
 from odradek.protocol.topic_partition import TopicPartition
 from odradek.replication.purgatory import DelayedOperation
@@ -61,6 +62,9 @@ class FetchParams:
     max_bytes: int
     isolation_level: IsolationLevel
     partitions: Mapping[TopicPartition, PartitionFetchInfo]  # in request order
+    # Large reads may come back as FileRegions, which only a connection that writes plain
+    # bytes can send (no TLS).
+    zero_copy: bool = False
 
     @property
     def is_from_follower(self) -> bool:
@@ -78,7 +82,7 @@ class LogReadResult:
     error that replaced them (Kafka's ``LogReadResult``)."""
 
     error: ErrorCode = ErrorCode.none
-    records: bytes = b""
+    records: bytes | FileRegion = b""
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1

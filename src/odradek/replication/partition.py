@@ -33,6 +33,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from odradek.log import FetchDataInfo, LogAppendInfo, PartitionLog
+from odradek.log.file_region import FileRegion
 from odradek.log.producer_state import VerificationGuard
 from odradek.log.validator import AppendOrigin, analyze_and_validate, validate_for_leader
 from odradek.metadata.model import PartitionState
@@ -321,26 +322,33 @@ class Partition:
 
     def read_records(self, fetch_offset: int, max_bytes: int, *,
                      isolation_level: IsolationLevel, from_follower: bool,
-                     current_leader_epoch: int = -1, min_one_batch: bool) -> FetchDataInfo:
+                     current_leader_epoch: int = -1, min_one_batch: bool,
+                     zero_copy: bool = False) -> FetchDataInfo:
         """Whole batches from ``fetch_offset``, up to the bound the reader may see: the log
         end offset for a follower, the last stable offset for read_committed, the high
-        watermark otherwise. Raises ``PartitionError`` when not the leader or fenced, and
-        ``OffsetOutOfRangeError`` outside [log_start_offset, log_end_offset]."""
+        watermark otherwise; a large read as a ``FileRegion`` with ``zero_copy``. Raises
+        ``PartitionError`` when not the leader or fenced, and ``OffsetOutOfRangeError``
+        outside [log_start_offset, log_end_offset]."""
         self._check_leader(current_leader_epoch)
         return self.log.read(fetch_offset, max_bytes,
                              max_offset=self._upper_bound(isolation_level, from_follower),
-                             min_one_batch=min_one_batch)
+                             min_one_batch=min_one_batch, zero_copy=zero_copy)
 
-    def aborted_transactions(self, fetch_offset: int, records: bytes) -> list[tuple[int, int]]:
+    def aborted_transactions(self, fetch_offset: int, records: bytes | FileRegion
+                             ) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping ``records``,
         read from ``fetch_offset``: what a read_committed consumer needs to drop them."""
-        last = None
-        for batch in iter_batches(records):
-            last = batch
-        if last is None:
-            return []
+        if isinstance(records, FileRegion):
+            next_offset = records.next_offset
+        else:
+            last = None
+            for batch in iter_batches(records):
+                last = batch
+            if last is None:
+                return []
+            next_offset = last.next_offset
         return [(txn.producer_id, txn.first_offset) for txn in
-                self.log.collect_aborted_transactions(fetch_offset, last.next_offset)]
+                self.log.collect_aborted_transactions(fetch_offset, next_offset)]
 
     def _upper_bound(self, isolation_level: IsolationLevel, from_follower: bool) -> int:
         if from_follower:

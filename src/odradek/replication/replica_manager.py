@@ -526,7 +526,8 @@ class ReplicaManager:
             data = partition.read_records(
                 info.fetch_offset, max_bytes, isolation_level=params.isolation_level,
                 from_follower=params.is_from_follower,
-                current_leader_epoch=info.current_leader_epoch, min_one_batch=min_one_batch)
+                current_leader_epoch=info.current_leader_epoch, min_one_batch=min_one_batch,
+                zero_copy=params.zero_copy)
         except PartitionError as exc:
             return LogReadResult(exc.error_code)
         except OffsetOutOfRangeError:

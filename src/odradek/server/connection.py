@@ -13,6 +13,10 @@ responses in the order of their requests on a connection, so a slow request (a l
 fetch) holds back the answers queued behind it. Each request takes a slot in ``_pending``;
 a slot is written to the socket once it and every slot before it are done.
 
+The answers ready after one read (or after one batch of slots completing) go to the socket
+in one write: a pipelining producer of small batches would otherwise pay a send system call,
+on loopback the receiver's TCP processing too, for each of its requests.
+
 Backpressure: reading pauses while more than ``MAX_IN_FLIGHT_REQUESTS`` are pending or
 while the transport's write buffer is over its high-water mark, so a client that sends
 faster than it reads cannot grow the broker's memory without bound; while the memory pool
@@ -34,6 +38,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from odradek.log.file_region import FileRegion, TruncatedRegionError
 from odradek.protocol.framing import FrameDecoder, FramingError
 from odradek.security.principal import ANONYMOUS
 from odradek.security.ssl_principal import NoMatchingRule
@@ -41,6 +46,7 @@ from odradek.server.authenticator import AuthenticationClosed, SaslAuthenticator
 from odradek.server.listener_security import ListenerSecurity
 from odradek.server.memory_pool import SMALL_REQUEST_BYTES, MemoryPool
 from odradek.server.request_context import ConnectionContext
+from odradek.server.zero_copy import in_memory, write_to_socket
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +54,10 @@ log = logging.getLogger(__name__)
 # default but 5 per connection with idempotence); beyond it the socket stops being read.
 MAX_IN_FLIGHT_REQUESTS = 64
 
-# What a dispatcher returns for a request: the encoded response as buffers to write in order,
-# None when no response is due (acks=0 produce), or an awaitable of either.
-Response = list[bytes | bytearray]
+# What a dispatcher returns for a request: the encoded response as buffers to write in order
+# (a fetch's large records as file regions), None when no response is due (acks=0
+# produce), or an awaitable of either.
+Response = list[bytes | bytearray | FileRegion]
 Outcome = Response | None | Awaitable[Response | None]
 Dispatcher = Callable[[bytes, ConnectionContext], Outcome]
 
@@ -77,6 +84,7 @@ class Connection(asyncio.Protocol):
         self._on_close = on_close
         self._admitted = False
         self._pending: deque[asyncio.Future[Response | None]] = deque()
+        self._outgoing: Response = []  # answers ready, written together by _flush
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
         self._writing_paused = False
@@ -126,8 +134,9 @@ class Connection(asyncio.Protocol):
             self._count_held_memory()
         for frame in frames:
             if self._transport is None or self._transport.is_closing():
-                return
+                break
             self._submit(frame)
+        self._flush()
 
     @property
     def answering(self) -> bool:
@@ -212,6 +221,7 @@ class Connection(asyncio.Protocol):
             response = slot.result()
             if response is not None:
                 self._write(response)
+        self._flush()
         self._update_reading()
 
     def _outcome(self, frame: bytes) -> Outcome:
@@ -233,16 +243,46 @@ class Connection(asyncio.Protocol):
         return self._dispatch(frame, self.context)
 
     def _write(self, response: Response) -> None:
-        transport = self._transport
-        if self._listener.uses_tls:
-            # One TLS record per buffer written: joined, a response is a few records of up
-            # to 16 KB instead of one for each of its many small pieces.
-            transport.write(b"".join(response))
-        else:
-            transport.writelines(response)
-        self.last_active = self._loop.time()
+        """Queues ``response`` for the next :meth:`_flush`; an answer that ends a failed
+        SASL exchange is written at once, and the connection closed after it."""
+        self._outgoing += response
         if self._authenticator is not None and self._authenticator.failed:
-            transport.close()  # after the answer: the exchange failed
+            self._flush()
+            self._transport.close()
+
+    def _flush(self) -> None:
+        outgoing, self._outgoing = self._outgoing, []
+        transport = self._transport
+        if not outgoing or transport is None:
+            return
+        if self._listener.uses_tls:
+            # One TLS record per buffer written: joined, the answers are a few records of up
+            # to 16 KB instead of one for each of their many small pieces.
+            transport.write(b"".join(outgoing))
+        elif not any(type(chunk) is FileRegion for chunk in outgoing):
+            transport.writelines(outgoing)
+        else:
+            self._write_regions(transport, outgoing)
+        self.last_active = self._loop.time()
+
+    def _write_regions(self, transport: asyncio.Transport, outgoing: Response) -> None:
+        """Answers holding file regions (large fetched records): sent from the page cache
+        by the kernel while the transport has nothing queued, which leaves the socket to
+        us; the rest, or all of it behind queued bytes, read and queued on the transport."""
+        try:
+            if transport.get_write_buffer_size() == 0:
+                outgoing = write_to_socket(transport.get_extra_info("socket").fileno(),
+                                           outgoing)
+            else:
+                outgoing = in_memory(outgoing)
+        except TruncatedRegionError as exc:
+            self.abort(f"cannot send the records fetched: {exc}")  # never a short response
+            return
+        except OSError as exc:  # the client is gone: the transport finds out next
+            log.debug("writing to %s failed: %s", self.peer, exc)
+            transport.abort()
+            return
+        transport.writelines(outgoing)
 
     def _update_reading(self) -> None:
         transport = self._transport
@@ -278,6 +318,7 @@ class Connection(asyncio.Protocol):
         """Closes this connection because of what the client sent, saying why in the log."""
         log.warning("closing connection from %s: %s", self.peer, reason)
         if self._transport is not None:
+            self._flush()  # the answers to the requests before this one
             self._transport.abort()
 
     def _fail(self, exc: Exception) -> None:
@@ -285,6 +326,7 @@ class Connection(asyncio.Protocol):
         log.error("closing connection from %s: request failed: %r", self.peer, exc,
                   exc_info=exc)
         if self._transport is not None:
+            self._flush()  # the answers to the requests before this one
             self._transport.abort()
 
     def close(self) -> None:

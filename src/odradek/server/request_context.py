@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.api import ApiKey, response_class
@@ -26,6 +26,9 @@ from odradek.protocol.messages import build, has_field
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.security.principal import KafkaPrincipal
 from odradek.server.config import SecurityProtocol
+
+# The throttle_time of a response built unthrottled, made once rather than per response.
+NO_THROTTLE = datetime.timedelta(0)
 
 if TYPE_CHECKING:
     from odradek.security.authorizer import AclAuthorizer
@@ -125,10 +128,12 @@ class RequestContext:
     def respond(self, **description: Any) -> Any:
         """Builds this request's response in the request's version (see protocol.messages),
         with the ``throttle_time`` the client quotas give it where the version has one."""
-        cls = response_class(self.api_key, self.api_version)
+        request = self.request
+        cls = response_class(request.api_key, request.api_version)
         if not has_field(cls, "throttle_time"):
             return build(cls, **description)
-        response = build(cls, **(description | {"throttle_time": 0}))
+        description["throttle_time"] = NO_THROTTLE
+        response = build(cls, **description)
         throttle_time_ms, response = self.quotas.throttle(self, response)
         if throttle_time_ms == 0:
             return response

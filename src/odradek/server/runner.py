@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 
@@ -22,6 +23,10 @@ async def serve(config: BrokerConfig) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await broker.start()
+    # What starting built (modules, configs, the partitions and their logs) lives as long as
+    # the process. Left in the collector's view, every full collection walks all of it: 14 ms
+    # with an empty broker, a pause that shows in the latency tail. Frozen, it is skipped.
+    gc.freeze()
     try:
         await stop.wait()
         log.info("shutting down")

@@ -126,3 +126,36 @@ def test_a_read_may_skip_to_the_last_indexed_batch_below_both_limits(offset_inde
     assert offset_index.last_batch_start_within(0, 5_000, max_offset=71) == 900
     assert offset_index.last_batch_start_within(950, 5_000, max_offset=100) == 2000
     assert offset_index.last_batch_start_within(950, 1_500, max_offset=100) == 950
+
+
+def test_opening_an_index_reads_its_last_entry_and_the_others_only_when_first_used(
+    offset_index, time_index, monkeypatch
+):
+    for offset, position in [(52, 100), (60, 900), (71, 2000)]:
+        offset_index.append(offset, position)
+        time_index.maybe_append(offset * 10, offset)
+    offset_index.persist()
+    time_index.persist()
+
+    def no_whole_file_read(fd, size):
+        raise AssertionError("the whole index was read at open")
+
+    monkeypatch.setattr("odradek.log.index.os.read", no_whole_file_read)
+    reopened = OffsetIndex(offset_index.path, 50, MAX_INDEX_SIZE)
+    reopened_time = TimeIndex(time_index.path, 50, MAX_INDEX_SIZE)
+    assert reopened.last_entry == OffsetPosition(71, 2000)
+    assert reopened_time.last_entry == TimestampOffset(710, 71)
+    assert len(reopened) == 3 and not reopened.persist()  # nothing to write back
+    monkeypatch.undo()
+    assert reopened.lookup(65) == OffsetPosition(60, 900)
+    assert reopened_time.lookup(650) == TimestampOffset(600, 60)
+
+
+def test_an_index_cleared_before_first_use_empties_its_file(offset_index):
+    offset_index.append(52, 100)
+    offset_index.persist()
+    reopened = OffsetIndex(offset_index.path, 50, MAX_INDEX_SIZE)
+    reopened.clear()
+    assert reopened.last_entry is None
+    assert reopened.persist()
+    assert offset_index.path.read_bytes() == b""

@@ -328,6 +328,45 @@ def test_after_a_crash_only_segments_at_or_above_the_recovery_point_are_recovere
     manager.close_all()
 
 
+def test_a_crash_after_a_clean_restart_is_recovered_fully(log_dirs, make_batch, caplog):
+    config = LogConfig(segment_bytes=300)
+    manager = started(log_dirs)
+    append(manager.get_or_create("orders", 0, config), make_batch, 5)
+    manager.close_all()
+    manager = LogManager(log_dirs, clock=lambda: 0)
+    log = manager.load_all(lambda topic: config)[TopicPartition("orders", 0)]
+    append(log, make_batch, 2)  # offsets 5 and 6: in the page cache only
+    path = log.segments[-1].log_path
+    manager.files.close_all()  # the process dies: nothing closed, nothing written
+    with open(path, "ab") as f:
+        f.write(make_batch([b"never acknowledged"])[:40])
+
+    manager = LogManager(log_dirs, clock=lambda: 0)
+    recovered = manager.load_all(lambda topic: config)[TopicPartition("orders", 0)]
+    assert "cut 40 bytes" in caplog.text
+    assert recovered.log_end_offset == 7
+    assert recovered.read(5, 10_000).records == log.read(5, 10_000).records
+    manager.close_all()
+
+
+def test_loading_asks_for_each_topics_config_once(log_dirs):
+    manager = started(log_dirs)
+    for partition in range(4):
+        manager.get_or_create("orders", partition, LogConfig())
+    manager.get_or_create("payments", 0, LogConfig())
+    manager.close_all()
+    asked = []
+
+    def config_of(topic):
+        asked.append(topic)
+        return LogConfig()
+
+    restarted = LogManager(log_dirs, clock=lambda: 0)
+    assert len(restarted.load_all(config_of)) == 5
+    assert sorted(asked) == ["orders", "payments"]
+    restarted.close_all()
+
+
 # -- failed log dirs (JBOD) ----------------------------------------------------------------
 
 def test_a_failed_log_dir_takes_its_partitions_offline_and_the_other_dir_keeps_serving(

@@ -15,6 +15,9 @@ from odradek.log import (
     PartitionLog,
     RecordBatchTooLargeError,
 )
+from odradek.log.file_region import FileRegion
+from odradek.log.index import OffsetIndex
+from odradek.log.segment import ZERO_COPY_MIN_BYTES
 from odradek.protocol.records import CorruptRecordError, TimestampType, iter_batches
 
 
@@ -240,6 +243,23 @@ def test_read_never_returns_data_at_or_beyond_max_offset(open_log, make_batch):
     assert offsets_of(log.read(0, 10_000, max_offset=7).records) == [(0, 2), (3, 5)]
     assert log.read(6, 10_000, max_offset=7).records == b""
     assert log.read(6, 10_000, max_offset=6).records == b""
+
+
+def test_a_zero_copy_read_names_the_same_bytes_in_the_file_and_the_offset_past_them(
+        open_log, make_batch):
+    log = open_log()
+    append_batches(log, make_batch, 8, records=2, value=b"v" * 20_000)  # 40 KB batches
+
+    for max_bytes, max_offset in ((1_000_000, None), (100_000, None), (1_000_000, 9),
+                                  (10, None)):
+        read = log.read(2, max_bytes, max_offset=max_offset).records
+        region = log.read(2, max_bytes, max_offset=max_offset, zero_copy=True).records
+        if len(read) < ZERO_COPY_MIN_BYTES:
+            assert region == read  # too small to pay: read as usual
+            continue
+        assert isinstance(region, FileRegion)
+        assert region.read() == read
+        assert region.next_offset == offsets_of(read)[-1][1] + 1
 
 
 def test_read_at_the_log_end_offset_is_empty(open_log, make_batch):
@@ -576,3 +596,26 @@ def test_index_files_left_without_their_log_are_removed_at_open(open_log, log_di
     log = open_log()
     assert not orphan.exists()
     assert [s.base_offset for s in log.segments] == [0]
+
+
+def test_after_a_clean_shutdown_the_indexes_are_read_when_first_used(
+    open_log, make_batch, monkeypatch
+):
+    config = LogConfig(segment_bytes=4_000, index_interval_bytes=200)
+    log = open_log(config)
+    append_batches(log, make_batch, 100)
+    expected = {offset: log.read(offset, 1_000).records for offset in (0, 17, 50, 99)}
+    log.close()
+    loaded = []
+    original = OffsetIndex._load
+
+    def load(index, data):
+        loaded.append(index.base_offset)
+        return original(index, data)
+
+    monkeypatch.setattr(OffsetIndex, "_load", load)
+    reopened = open_log(config, had_clean_shutdown=True)
+    assert loaded == []
+    assert reopened.log_end_offset == 100
+    assert {offset: reopened.read(offset, 1_000).records for offset in expected} == expected
+    assert loaded  # the reads looked the offsets up in the indexes

@@ -34,3 +34,13 @@ def test_time_fields_are_coerced_from_milliseconds():
 def test_a_missing_required_field_is_a_programming_error():
     with pytest.raises(TypeError):
         build(response_class(ApiKey.PRODUCE, 9), throttle_time=0)
+
+
+def test_a_nested_entity_is_taken_as_it_is_and_anything_else_is_refused():
+    cls = response_class(ApiKey.PRODUCE, 9)
+    built = build(cls, throttle_time=0,
+                  responses=[{"name": "t", "partition_responses": [PARTITION]}])
+    topic = built.responses[0]
+    assert build(cls, throttle_time=0, responses=[topic]).responses[0] is topic
+    with pytest.raises(TypeError, match="needs a dict"):
+        build(cls, throttle_time=0, responses=[("t", [])])

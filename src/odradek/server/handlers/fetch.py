@@ -39,8 +39,12 @@ from odradek.replication.delayed_fetch import (
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.security.acl import AclOperation
 from odradek.server.completion import Completion
+from odradek.server.config import SecurityProtocol
 from odradek.server.handlers import RequestContext, handles
 from odradek.server.handlers.authorization import authorize_cluster, refused_partitions
+
+# The listeners whose bytes go to the socket as they are.
+PLAIN_PROTOCOLS = frozenset({SecurityProtocol.PLAINTEXT, SecurityProtocol.SASL_PLAINTEXT})
 
 
 @handles(ApiKey.FETCH)
@@ -48,7 +52,7 @@ def handle_fetch(ctx: RequestContext, request, replica_manager: ReplicaManager) 
     if getattr(request, "session_id", 0) != 0:
         return ctx.respond(error_code=ErrorCode.fetch_session_id_not_found, session_id=0,
                            responses=())
-    params = _params(request)
+    params = _params(request, ctx)
     refused = _refused(ctx, params)
     completion: Completion[dict[TopicPartition, LogReadResult]] = Completion()
     if not refused:
@@ -72,13 +76,16 @@ def _refused(ctx: RequestContext, params: FetchParams) -> dict[TopicPartition, L
     return {tp: LogReadResult(error=ErrorCode.topic_authorization_failed) for tp in refused}
 
 
-def _params(request) -> FetchParams:
+def _params(request, ctx: RequestContext) -> FetchParams:
     return FetchParams(
         replica_id=getattr(request, "replica_id", CONSUMER_REPLICA_ID),
         max_wait_ms=millis(request.max_wait),
         min_bytes=request.min_bytes,
         max_bytes=request.max_bytes,
         isolation_level=IsolationLevel(getattr(request, "isolation_level", 0)),
+        # The documents' zero copy: large reads go from the page cache to the socket with
+        # sendfile, except through TLS, which encrypts in memory.
+        zero_copy=ctx.connection.security_protocol in PLAIN_PROTOCOLS,
         partitions={
             TopicPartition(topic.topic, wanted.partition): PartitionFetchInfo(
                 fetch_offset=wanted.fetch_offset,
