@@ -322,13 +322,17 @@ def targets(rows: list[Row]) -> list[dict]:
         summary = latency.stat(key) if latency else None
         judge(f"end-to-end latency at 2,000 records/s: {label} at most {bound:g} ms",
               None if summary is None else summary["median"], bound, False, "ms")
-    # The C client's fetch when it ran: the Python client's is bounded by the client.
+    # The C client's fetch when it ran: the Python client's is bounded by the client. The
+    # loopback limit is the faster of the machine's two ways to fill a socket, sendfile
+    # being the one the broker's fetch path takes.
     large = odradek.get("1 MiB records (C client)") or odradek.get("1 MiB records")
-    loopback = find(rows, "loopback TCP", "machine")
+    loopbacks = [row.median for name in ("loopback TCP", "loopback TCP (sendfile)")
+                 if (row := find(rows, name, "machine")) is not None and row.median]
     judge("1 MiB records: fetch at least 50% of loopback bandwidth",
-          None if large is None or loopback is None or not loopback.median
-          or large.median is None else large.median / loopback.median, 0.5, True,
-          f"{large.name if large else '1 MiB records'}: fetch MB/s ÷ loopback MB/s")
+          None if large is None or not loopbacks or large.median is None
+          else large.median / max(loopbacks), 0.5, True,
+          f"{large.name if large else '1 MiB records'}: fetch MB/s ÷ the faster loopback "
+          "MB/s")
     stored, growth = growth_ratio(odradek)
     judge(f"throughput at {stored or 50} GB stored within 10% of throughput at 0 GB", growth,
           0.9, True, "the lower of producer and consumer: at that level ÷ at 0 GB")
