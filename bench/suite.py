@@ -48,8 +48,9 @@ from bench.rows import Row, cost_rows, describe, measure, ratio
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_MARKDOWN = ROOT / "docs" / "benchmarks.md"
 DOCS_IMAGES = ROOT / "docs" / "benchmarks"
+# Data growth goes last: the disk is still writing back (and deleting) its 50 GB after it.
 SECTIONS = ("machine", "ceiling", "odradek", "tansu", "c-client", "redis", "clients",
-            "growth", "replication", "partitions")
+            "replication", "partitions", "growth")
 FULL = {"records": 1_000_000, "latency_seconds": 10.0, "partitions": 10_000}
 QUICK = {"records": 100_000, "latency_seconds": 3.0, "partitions": 1_000}
 DEFAULT_PORTS = {"odradek": 29092, "tansu": 19092}
