@@ -280,7 +280,8 @@ class DoomedMember:
 
     def _read(self) -> None:
         for line in self._process.stdout:
-            self._lines.append(line.split())
+            if line.endswith("\n"):  # print() writes a line in pieces: a kill can tear it
+                self._lines.append(line.split())
 
     @property
     def owned(self) -> set[int]:
