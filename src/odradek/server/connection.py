@@ -317,16 +317,21 @@ class Connection(asyncio.Protocol):
     def abort(self, reason: str) -> None:
         """Closes this connection because of what the client sent, saying why in the log."""
         log.warning("closing connection from %s: %s", self.peer, reason)
-        if self._transport is not None:
-            self._flush()  # the answers to the requests before this one
-            self._transport.abort()
+        self._close_now()
 
     def _fail(self, exc: Exception) -> None:
         """Closes this connection because the broker failed on one of its requests."""
         log.error("closing connection from %s: request failed: %r", self.peer, exc,
                   exc_info=exc)
+        self._close_now()
+
+    def _close_now(self) -> None:
+        """Closes at once. The answers to the requests before the one that ended it go out
+        as far as the socket takes them now; what it cannot take is dropped with the
+        connection, as Kafka's Selector drops a closed channel's sends, rather than held for
+        a client that may never read."""
         if self._transport is not None:
-            self._flush()  # the answers to the requests before this one
+            self._flush()
             self._transport.abort()
 
     def close(self) -> None:
