@@ -66,7 +66,7 @@ app = typer.Typer(
 
 @app.callback()
 def _main() -> None:
-    """odradek: a Kafka-compatible distributed commit log."""
+    pass  # a callback makes ``app`` the group of SUBCOMMANDS; it has no options of its own
 
 
 if __name__ == "__main__":
