@@ -42,6 +42,8 @@ from kio.serial._introspect import (
 from kio.serial._serialize import get_field_writer
 from kio.serial.writers import write_tagged_field
 
+from odradek.protocol.codegen import FunctionSource
+
 Encoder = Callable[[bytearray, list, Any], None]
 
 # Values at least this large are kept by reference rather than copied into the frame.
@@ -181,24 +183,14 @@ def _variable_writer(kafka_type: str, flexible: bool, optional: bool, legacy_cli
     return _legacy_bytes if optional else _legacy_bytes_not_null
 
 
-class _Source:
-    """The lines of a compiled encoder and the names they use."""
+class _Source(FunctionSource):
+    """An encoder being written: each run of fixed-width fields is packed by one call."""
 
     def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.names: dict[str, Any] = {
+        super().__init__("encode", "buf, refs, e", {
             "_uvarint": _uvarint, "_uuid": _uuid, "_int32": _SIZE.pack,
-        }
+        })
         self._run: list[tuple[str, str]] = []  # pending fixed-width (code, expression)
-
-    def name(self, prefix: str, value: Any) -> str:
-        name = f"_{prefix}{len(self.names)}"
-        self.names[name] = value
-        return name
-
-    def line(self, text: str, indent: int = 1) -> None:
-        self.flush()
-        self.lines.append("    " * indent + text)
 
     def fixed(self, code: str, expression: str) -> None:
         self._run.append((code, expression))
@@ -312,13 +304,6 @@ def entity_encoder(entity_type: type) -> Encoder:
     if flexible:
         tags = source.name("tags", _tagged_fields_writer(entity_type))
         source.line(f"{tags}(buf, e)")
-    source.flush()
-    body = "\n".join(source.lines) or "    pass"
-    text = f"def encode(buf, refs, e):\n{body}\n"
-    namespace = dict(source.names)
-    exec(compile(text, f"<encoder {entity_type.__module__}.{entity_type.__qualname__}>",
-                 "exec"), namespace)
-    encode = namespace["encode"]
+    encode = source.compile(f"<encoder {entity_type.__module__}.{entity_type.__qualname__}>")
     encode.__qualname__ = f"entity_encoder.<{entity_type.__qualname__}>"
-    encode.source = text
     return encode

@@ -40,6 +40,7 @@ from kio.serial.readers import (
 )
 
 from odradek.protocol.api import SUPPORTED_APIS, ApiKey, request_class
+from odradek.protocol.codegen import FunctionSource
 from odradek.protocol.encoder import encode_frame
 
 _SIZE = struct.Struct(">i")
@@ -207,32 +208,25 @@ _FIXED_SIZES = {
 _LEGACY_LENGTH_READERS = {"string": read_int16, "bytes": read_int32, "records": read_int32}
 
 
-class _WalkSource:
-    """The lines of a compiled walk and the names they use."""
+class _WalkSource(FunctionSource):
+    """A walk being written: consecutive fixed-size values are jumped over at once."""
 
     def __init__(self, flexible: bool) -> None:
-        self.flexible = flexible
-        self.lines = ["def walk(frame, offset):"]
-        self.names: dict[str, Any] = {
+        super().__init__("walk", "frame, offset", {
             "_array_count": _compact_array_count if flexible else _legacy_array_count,
             "_walk_compact_value": _walk_compact_value,
             "_walk_tagged_fields": _walk_tagged_fields,
-        }
+        })
+        self.flexible = flexible
         self._fixed = 0  # bytes of fixed-size values not yet jumped over
-
-    def name(self, prefix: str, value: Any) -> str:
-        name = f"_{prefix}{len(self.names)}"
-        self.names[name] = value
-        return name
-
-    def line(self, text: str, indent: int = 1) -> None:
-        if self._fixed:
-            self.lines.append(f"    offset += {self._fixed}")
-            self._fixed = 0
-        self.lines.append("    " * indent + text)
 
     def fixed(self, size: int) -> None:
         self._fixed += size
+
+    def flush(self) -> None:
+        if self._fixed:
+            self.lines.append(f"    offset += {self._fixed}")
+            self._fixed = 0
 
     def value(self, kafka_type: str, indent: int = 1) -> None:
         """Walks one value of ``kafka_type`` at ``offset``."""
@@ -303,8 +297,7 @@ def _compile_walk(name: str, fields: list[dataclasses.Field], flexible: bool,
         source.line("else:")
         source.line(f"offset = _walk_tagged_fields({tags}, frame, offset)", 2)
     source.line("return offset")
-    exec(compile("\n".join(source.lines) + "\n", f"<walk {name}>", "exec"), source.names)
-    return source.names["walk"]
+    return source.compile(f"<walk {name}>")
 
 
 def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:

@@ -29,6 +29,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.protocol.codegen import FunctionSource
+
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
@@ -65,13 +67,12 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
     return tuple(plans)
 
 
-def _coercion(plan: _FieldPlan, value: str, names: dict[str, Any]) -> str | None:
+def _coercion(plan: _FieldPlan, value: str, source: FunctionSource) -> str | None:
     """The expression converting one field's non-null described ``value``, or None to keep
-    it as is; the names it uses go into ``names``."""
+    it as is."""
     nested, kafka_type = plan.nested, plan.kafka_type
     if nested is not None:
-        entity = f"_entity{len(names)}"
-        names[entity] = _entity_builder(nested)
+        entity = source.name("entity", _entity_builder(nested))
         if plan.is_sequence:
             return f"tuple([{entity}(item) for item in {value}])"
         return f"{entity}({value})"
@@ -92,24 +93,22 @@ def _coercion(plan: _FieldPlan, value: str, names: dict[str, Any]) -> str | None
 @cache
 def _builder(cls: type) -> Callable[[dict[str, Any]], Any]:
     """The compiled :func:`build` of ``cls``: one test and at most one conversion per field
-    of the class, written out the way ``dataclasses`` writes ``__init__``, since responses
-    are built on every request's path."""
-    names: dict[str, Any] = {"_cls": cls, "_ErrorCode": ErrorCode,
-                             "_timedelta": datetime.timedelta, "_EPOCH": _EPOCH}
-    lines = ["def build(description):", "    kwargs = {}"]
+    of the class, since responses are built on every request's path."""
+    source = FunctionSource("build", "description", {
+        "_cls": cls, "_ErrorCode": ErrorCode, "_timedelta": datetime.timedelta,
+        "_EPOCH": _EPOCH})
+    source.line("kwargs = {}")
     for plan in _plan(cls):
         name = plan.name
-        coercion = _coercion(plan, "value", names)
-        lines.append(f"    if {name!r} in description:")
+        coercion = _coercion(plan, "value", source)
+        source.line(f"if {name!r} in description:")
         if coercion is None:
-            lines.append(f"        kwargs[{name!r}] = description[{name!r}]")
+            source.line(f"kwargs[{name!r}] = description[{name!r}]", 2)
             continue
-        lines.append(f"        value = description[{name!r}]")
-        lines.append(f"        kwargs[{name!r}] = None if value is None else {coercion}")
-    lines.append("    return _cls(**kwargs)")
-    exec(compile("\n".join(lines) + "\n", f"<builder {cls.__module__}.{cls.__qualname__}>",
-                 "exec"), names)
-    return names["build"]
+        source.line(f"value = description[{name!r}]", 2)
+        source.line(f"kwargs[{name!r}] = None if value is None else {coercion}", 2)
+    source.line("return _cls(**kwargs)")
+    return source.compile(f"<builder {cls.__module__}.{cls.__qualname__}>")
 
 
 @cache
