@@ -342,7 +342,7 @@ def targets(rows: list[Row]) -> list[dict]:
     judge("many clients: probe p99 at most 10 ms", clients.median if clients else None,
           10.0, False, "ms")
     restart = next((row for row in rows if row.section == "many partitions"
-                    and row.name.startswith("restart with 10,000")), None)
+                    and row.name == "restart with 10,000 partitions"), None)
     judge("restart with 10,000 partitions after a clean shutdown: at most 3 s",
           restart.median if restart else None, 3.0, False, "s")
     return out

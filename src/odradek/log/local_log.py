@@ -57,28 +57,36 @@ class LocalLog:
     the event loop owns it, except ``flush_to``."""
 
     def __init__(
-        self, directory: Path, config: LogConfig, segments: list[LogSegment], *,
+        self, directory: Path, config: LogConfig, segments: list[LogSegment] | None, *,
         recovery_point: int, context: LogContext,
     ) -> None:
+        """``segments`` None: they are loaded later, by the subclass (see
+        ``PartitionLog.deferred``), which then calls :meth:`_set_segments`."""
         self.directory = directory
         self.config = config
-        self._segments = segments
-        self._base_offsets = [segment.base_offset for segment in segments]
         self.context = context
         # Why the log is offline (its log dir failed, or it was deleted), or None while it is
         # online.
         self.offline_reason: str | None = None
-        first_offset = segments[0].base_offset if segments else UNKNOWN_OFFSET
         # Offsets below this are on disk. Only flush_to raises it (on the flush thread, under
         # _flush_lock); truncation lowers it.
-        self.recovery_point = min(max(recovery_point, first_offset), self.log_end_offset)
+        self.recovery_point = recovery_point
         self._flush_lock = threading.Lock()
-        # Segments whose index files were written (roll, recovery) but not yet fsynced.
-        self._unsynced_indexes = deque(s for s in segments[:-1] if not s.indexes_synced)
         # Segment files were created or deleted since the directory was last fsynced when
         # these differ (a counter, so the flush thread never loses a change made meanwhile).
         self._directory_changes = 1
         self._directory_synced = 0
+        if segments is not None:
+            self._set_segments(segments)
+
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        """The segments as loaded; the recovery point is kept within them."""
+        self._segments = segments
+        self._base_offsets = [segment.base_offset for segment in segments]
+        first_offset = segments[0].base_offset if segments else UNKNOWN_OFFSET
+        self.recovery_point = min(max(self.recovery_point, first_offset), self.log_end_offset)
+        # Segments whose index files were written (roll, recovery) but not yet fsynced.
+        self._unsynced_indexes = deque(s for s in segments[:-1] if not s.indexes_synced)
 
     @staticmethod
     def _new_segment(

@@ -37,7 +37,8 @@ from __future__ import annotations
 import logging
 import os
 from bisect import bisect_right
-from dataclasses import dataclass
+from collections.abc import Callable, Set
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek.protocol.control_records import read_end_txn_marker
@@ -84,23 +85,47 @@ class FetchDataInfo:
     log_end_offset: int
 
 
+@dataclass(slots=True)
+class _DeferredLoad:
+    """What a log opened with :meth:`PartitionLog.deferred` needs to load itself later."""
+
+    log_end_offset: int  # from the checkpoints, until the segments say
+    clock: Callable[[], int]
+    producer_id_expiration_ms: Callable[[], int]
+    # (epoch, start offset) given to assign_epoch_start_offset meanwhile, oldest first.
+    epoch_starts: list[tuple[int, int]] = field(default_factory=list)
+
+
+# The attributes a deferred log lacks until it loads: reading one loads it.
+_LOADED_ON_FIRST_USE = frozenset({"_segments", "_base_offsets", "_unsynced_indexes",
+                                  "producer_state", "leader_epoch_cache"})
+
+
 class PartitionLog(LocalLog):
-    """One partition's log. Open it with :meth:`PartitionLog.open`."""
+    """One partition's log. Open it with :meth:`PartitionLog.open`, or after a clean
+    shutdown with :meth:`PartitionLog.deferred`."""
+
+    # Set while a log opened with deferred() waits to be loaded.
+    _deferred: _DeferredLoad | None = None
 
     def __init__(
-        self, directory: Path, config: LogConfig, segments: list[LogSegment], *,
+        self, directory: Path, config: LogConfig, segments: list[LogSegment] | None, *,
         log_start_offset: int, recovery_point: int, high_watermark: int, context: LogContext,
         leader_epoch_cache: LeaderEpochFileCache | None = None,
+        deferred: _DeferredLoad | None = None,
     ) -> None:
+        """``segments`` None with ``deferred``: see :meth:`deferred`."""
+        self._deferred = deferred
         super().__init__(directory, config, segments, recovery_point=recovery_point,
                          context=context)
         first_offset = segments[0].base_offset if segments else UNKNOWN_OFFSET
         self._log_start_offset = min(max(log_start_offset, first_offset), self.log_end_offset)
-        # open() rebuilds it once the segments can be read; an offline log keeps it empty.
-        self.producer_state = ProducerStateManager(directory)
+        if deferred is None:
+            # open() rebuilds it once the segments can be read; an offline log keeps it empty.
+            self.producer_state = ProducerStateManager(directory)
+            self.leader_epoch_cache = leader_epoch_cache or LeaderEpochFileCache(directory)
         self._high_watermark = UNKNOWN_OFFSET
         self.update_high_watermark(high_watermark)
-        self.leader_epoch_cache = leader_epoch_cache or LeaderEpochFileCache(directory)
 
     @classmethod
     def open(
@@ -154,13 +179,94 @@ class PartitionLog(LocalLog):
                 latest = cache.latest_epoch
                 if latest is None or batch.partition_leader_epoch > latest:
                     cache.assign(batch.partition_leader_epoch, batch.base_offset)
-        log.leader_epoch_cache.truncate_from_end(log.log_end_offset)
-        log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
-        log.producer_state = ProducerStateManager.load(
-            log, now_ms=now_ms, producer_id_expiration_ms=producer_id_expiration_ms,
+        log._load_producer_state(now_ms, producer_id_expiration_ms, file_names)
+        return log
+
+    def _load_producer_state(self, now_ms: int, producer_id_expiration_ms: int,
+                             file_names: Set[str]) -> None:
+        """The last step of opening, once the segments are loaded: the leader epochs are
+        kept within the log and the producer state rebuilt."""
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self.producer_state = ProducerStateManager.load(
+            self, now_ms=now_ms, producer_id_expiration_ms=producer_id_expiration_ms,
             file_names=file_names,
         )
-        return log
+
+    @classmethod
+    def deferred(
+        cls, directory: Path, config: LogConfig, *, log_start_offset: int, log_end_offset: int,
+        high_watermark: int, clock: Callable[[], int],
+        producer_id_expiration_ms: Callable[[], int], context: LogContext,
+    ) -> PartitionLog:
+        """A log a clean shutdown closed, opened without reading a file of it: the
+        checkpoints written at that shutdown give its offsets (its recovery point is its
+        log end offset then). Its segments, producer state and leader epochs load on first
+        use (reading any attribute that needs them) or by :meth:`load`, as :meth:`open`
+        would have loaded them, at the time ``clock`` gives and with the
+        ``producer_id_expiration_ms`` of that moment.
+
+        A broker restarting with 10,000 partitions serves in a fraction of the time it
+        takes to load them all, and loads the rest in the background
+        (``LogManager.load_deferred``). Until then the offsets, the high watermark and
+        becoming leader or follower need no load (a new leader epoch is assigned as the
+        log loads); an append, a read or anything else about records or epochs does."""
+        return cls(
+            directory, config, None, log_start_offset=log_start_offset,
+            recovery_point=log_end_offset, high_watermark=high_watermark, context=context,
+            deferred=_DeferredLoad(log_end_offset, clock, producer_id_expiration_ms),
+        )
+
+    @property
+    def loaded(self) -> bool:
+        """False while a log opened with :meth:`deferred` waits to be loaded."""
+        return self._deferred is None
+
+    def __getattr__(self, name: str) -> object:
+        # Reached only for an attribute that is not set: a deferred log's segments and
+        # producer state are, once it has loaded.
+        if name in _LOADED_ON_FIRST_USE and self._deferred is not None:
+            self.load()
+            return getattr(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @on_disk
+    def load(self) -> None:
+        """Loads a deferred log's segments and producer state; a no-op once loaded. Raises
+        ``KafkaStorageError`` (the log going offline) if its files cannot be read."""
+        deferred = self._deferred
+        if deferred is None:
+            return
+        now_ms = deferred.clock()
+        file_names = set(os.listdir(self.directory))
+        segments = load_segments(
+            self.directory, file_names, self.config, files=self.context.files, now_ms=now_ms,
+            recovery_point=deferred.log_end_offset, had_clean_shutdown=True,
+        ) or [self._new_segment(self.directory, self.config, self._log_start_offset,
+                                self.context.files)]
+        self._deferred = None
+        self.recovery_point = segments[-1].next_offset
+        self._set_segments(segments)
+        if self.log_end_offset != deferred.log_end_offset:
+            logger.warning("%s: the segments end at offset %d, the checkpoints said %d",
+                           self.name, self.log_end_offset, deferred.log_end_offset)
+        self._log_start_offset = min(max(self._log_start_offset, segments[0].base_offset),
+                                     self.log_end_offset)
+        self.producer_state = ProducerStateManager(self.directory)
+        self.leader_epoch_cache = LeaderEpochFileCache.load(self.directory, file_names)
+        self.update_high_watermark(self._high_watermark)
+        self._load_producer_state(now_ms, deferred.producer_id_expiration_ms(), file_names)
+        for epoch, start_offset in deferred.epoch_starts:
+            self.leader_epoch_cache.assign(epoch, start_offset)
+
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+        """Records that ``epoch`` starts at ``start_offset`` (a new leader's epoch starts
+        at its log end offset: Kafka's ``maybeAssignEpochStartOffset``). A deferred log
+        records it as it loads: nothing is appended to it meanwhile."""
+        if self._deferred is not None:
+            self._deferred.epoch_starts.append((epoch, start_offset))
+        else:
+            self.leader_epoch_cache.assign(epoch, start_offset)
 
     @classmethod
     def offline(
@@ -190,8 +296,16 @@ class PartitionLog(LocalLog):
         """The replication layer moves the high watermark (Kafka's ``updateHighWatermark``):
         kept within [log_start_offset, log_end_offset]; returns the value set."""
         self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
-        self.producer_state.on_high_watermark_updated(self._high_watermark)
+        if self._deferred is None:  # else its load decides the transactions below it
+            self.producer_state.on_high_watermark_updated(self._high_watermark)
         return self._high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        deferred = self._deferred
+        if deferred is not None:
+            return deferred.log_end_offset
+        return self._segments[-1].next_offset if self._segments else UNKNOWN_OFFSET
 
     @property
     def last_stable_offset(self) -> int:
@@ -490,10 +604,22 @@ class PartitionLog(LocalLog):
     def _fsync_partition_files(self) -> None:
         self.leader_epoch_cache.flush()
 
+    def take_offline(self, reason: str) -> None:
+        if self._deferred is not None:
+            # Nothing was opened: it becomes what a log offline at startup is.
+            self._deferred = None
+            self._set_segments([])
+            self.producer_state = ProducerStateManager(self.directory)
+            self.leader_epoch_cache = LeaderEpochFileCache(self.directory)
+        super().take_offline(reason)
+
     def close(self) -> None:
         """A clean close also snapshots the producer state at the log end offset, so that
-        the next start need not replay the log, and fsyncs the leader epoch checkpoint."""
-        if self.offline_reason is not None:
+        the next start need not replay the log, and fsyncs the leader epoch checkpoint. A
+        log still deferred is as the last clean shutdown left it: an epoch assigned since
+        starts at its end, and loading drops such an epoch anyway (Kafka's ``LogLoader``
+        truncates the epochs at the log end offset)."""
+        if self.offline_reason is not None or self._deferred is not None:
             return
         self._take_producer_snapshot(self.log_end_offset)
         try:
@@ -507,5 +633,5 @@ class PartitionLog(LocalLog):
         return (
             f"PartitionLog({str(self.directory)!r}, log_start_offset={self._log_start_offset}, "
             f"high_watermark={self._high_watermark}, log_end_offset={self.log_end_offset}, "
-            f"segments={len(self._segments)}{offline})"
+            f"segments={len(self._segments) if self.loaded else 'not loaded'}{offline})"
         )

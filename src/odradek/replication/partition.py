@@ -118,7 +118,7 @@ class Partition:
         became = not self.is_leader or state.leader_epoch != self.leader_epoch
         self._apply(state)
         if became:
-            self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+            self.log.assign_epoch_start_offset(state.leader_epoch, self.log.log_end_offset)
             self._leader_epoch_start_offset = self.log.log_end_offset
             # Followers count as caught up now: each has replica.lag.time.max.ms to fetch
             # before it leaves the ISR.

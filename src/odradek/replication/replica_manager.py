@@ -467,7 +467,8 @@ class ReplicaManager:
     def _remove_expired_producers(self, now_ms: int) -> None:
         expiration_ms = self._broker_config("producer.id.expiration.ms")
         for partition in self._partitions.values():
-            partition.log.producer_state.remove_expired_producers(now_ms, expiration_ms)
+            if partition.log.loaded:  # a deferred log forgets them as it loads
+                partition.log.producer_state.remove_expired_producers(now_ms, expiration_ms)
         self._next_producer_expiration_check_ms = (
             now_ms + self._broker_config("producer.id.expiration.check.interval.ms")
         )
