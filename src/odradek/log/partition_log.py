@@ -223,8 +223,8 @@ class PartitionLog(LocalLog):
         return self._deferred is None
 
     def __getattr__(self, name: str) -> object:
-        # Reached only for an attribute that is not set: a deferred log's segments and
-        # producer state are, once it has loaded.
+        # Python calls this only for an attribute that is not set: one of those a deferred
+        # log lacks until it loads, or a mistake.
         if name in _LOADED_ON_FIRST_USE and self._deferred is not None:
             self.load()
             return getattr(self, name)
@@ -608,6 +608,7 @@ class PartitionLog(LocalLog):
         if self._deferred is not None:
             # Nothing was opened: it becomes what a log offline at startup is.
             self._deferred = None
+            self._log_start_offset = self._high_watermark = UNKNOWN_OFFSET
             self._set_segments([])
             self.producer_state = ProducerStateManager(self.directory)
             self.leader_epoch_cache = LeaderEpochFileCache(self.directory)

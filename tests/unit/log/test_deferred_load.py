@@ -152,6 +152,7 @@ def test_a_deferred_log_in_a_failed_dir_goes_offline_without_being_read(log_dir,
     manager.log_dir_failed(log_dir, OSError("disk gone"))
     log = manager.get("orders", 0)
     assert log.offline_reason and log.loaded and loads == []
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (-1, -1, -1)
     with pytest.raises(KafkaStorageError):
         log.read(1, 100)
     assert manager.load_deferred(10) == 0 and loads == []
