@@ -47,20 +47,21 @@ class Broker:
             self.process = subprocess.Popen(
                 [odradek, "broker", "--set", "listeners=PLAINTEXT://127.0.0.1:0",
                  "--set", f"log.dirs={data_dir}"], stdout=log, stderr=subprocess.STDOUT)
-        while not (listening := LISTENING.search(self.log_path.read_text())):
-            if self.process.poll() is not None or self.elapsed() > TIMEOUT_SECONDS:
-                raise RuntimeError(f"broker did not start: {self.log_path.read_text()}")
-            time.sleep(0.05)
+        listening = self._wait_for(LISTENING, "broker did not start")
         self.startup_seconds = self.elapsed()
         self.bootstrap = f"127.0.0.1:{listening.group(1)}"
 
     def wait_for_all_loaded(self) -> float:
         """Seconds from the start until the broker says every deferred log has loaded."""
-        while not ALL_LOADED.search(self.log_path.read_text()):
-            if self.process.poll() is not None or self.elapsed() > TIMEOUT_SECONDS:
-                raise RuntimeError(f"the logs never loaded: {self.log_path.read_text()}")
-            time.sleep(0.05)
+        self._wait_for(ALL_LOADED, "the logs never loaded")
         return self.elapsed()
+
+    def _wait_for(self, line: re.Pattern[str], failure: str) -> re.Match[str]:
+        while not (found := line.search(self.log_path.read_text())):
+            if self.process.poll() is not None or self.elapsed() > TIMEOUT_SECONDS:
+                raise RuntimeError(f"{failure}: {self.log_path.read_text()}")
+            time.sleep(0.05)
+        return found
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started

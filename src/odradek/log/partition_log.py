@@ -158,12 +158,10 @@ class PartitionLog(LocalLog):
             # Never parents=True: a vanished log dir must fail, not be recreated empty.
             directory.mkdir()
             file_names = set()
-        segments = load_segments(
-            directory, file_names, config, files=context.files, now_ms=now_ms,
+        segments = cls._load_segments(
+            directory, file_names, config, context, now_ms=now_ms,
             recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
-        )
-        if not segments:
-            segments.append(cls._new_segment(directory, config, log_start_offset, context.files))
+            log_start_offset=log_start_offset)
         if had_clean_shutdown:
             recovery_point = segments[-1].next_offset
         log = cls(
@@ -184,6 +182,18 @@ class PartitionLog(LocalLog):
                     cache.assign(batch.partition_leader_epoch, batch.base_offset)
         log._load_producer_state(now_ms, producer_id_expiration_ms, file_names)
         return log
+
+    @classmethod
+    def _load_segments(
+        cls, directory: Path, file_names: Set[str], config: LogConfig, context: LogContext, *,
+        now_ms: int, recovery_point: int, had_clean_shutdown: bool, log_start_offset: int,
+    ) -> list[LogSegment]:
+        """The directory's segments (see :mod:`odradek.log.loader`), or one new empty
+        segment at ``log_start_offset`` if it holds none."""
+        return load_segments(
+            directory, file_names, config, files=context.files, now_ms=now_ms,
+            recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
+        ) or [cls._new_segment(directory, config, log_start_offset, context.files)]
 
     def _load_producer_state(self, now_ms: int, producer_id_expiration_ms: int,
                              file_names: Set[str]) -> None:
@@ -242,11 +252,10 @@ class PartitionLog(LocalLog):
             return
         now_ms = deferred.clock()
         file_names = set(os.listdir(self.directory))
-        segments = load_segments(
-            self.directory, file_names, self.config, files=self.context.files, now_ms=now_ms,
+        segments = self._load_segments(
+            self.directory, file_names, self.config, self.context, now_ms=now_ms,
             recovery_point=deferred.log_end_offset, had_clean_shutdown=True,
-        ) or [self._new_segment(self.directory, self.config, self._log_start_offset,
-                                self.context.files)]
+            log_start_offset=self._log_start_offset)
         self._deferred = None
         self.recovery_point = segments[-1].next_offset
         self._set_segments(segments)
