@@ -417,7 +417,6 @@ class PartitionLog(LocalLog):
 
     # -- read --------------------------------------------------------------------------
 
-    @on_disk
     def read(
         self,
         fetch_offset: int,
@@ -436,15 +435,22 @@ class PartitionLog(LocalLog):
         at or after it (as Kafka does). Raises ``OffsetOutOfRangeError`` outside
         ``[log_start_offset, log_end_offset]``.
         """
+        self.check_online()
         log_end_offset = self.log_end_offset
         if not self._log_start_offset <= fetch_offset <= log_end_offset:
             raise OffsetOutOfRangeError(fetch_offset, self._log_start_offset, log_end_offset)
         upper = log_end_offset if max_offset is None else min(max_offset, log_end_offset)
-        return FetchDataInfo(
-            self._read_segments(fetch_offset, max_bytes, upper, min_one_batch, zero_copy),
-            fetch_offset,
-            self._high_watermark, self._log_start_offset, log_end_offset,
-        )
+        # A reader that has caught up, the common case of a fetch's partitions, reads no
+        # file: only _read_segments touches the disk.
+        records = (self._read_segments(fetch_offset, max_bytes, upper, min_one_batch, zero_copy)
+                   if fetch_offset < upper else b"")
+        return FetchDataInfo(records, fetch_offset, self._high_watermark,
+                             self._log_start_offset, log_end_offset)
+
+    @on_disk
+    def _read_segments(self, fetch_offset: int, max_bytes: int, upper: int,
+                       min_one_batch: bool, zero_copy: bool) -> bytes | FileRegion:
+        return super()._read_segments(fetch_offset, max_bytes, upper, min_one_batch, zero_copy)
 
     @on_disk
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int

@@ -273,8 +273,6 @@ def _tagged_fields_writer(entity_type: type) -> Callable[[bytearray, Any], None]
          get_field_writer(field, flexible=True, is_request_header=False, is_tag=True),
          get_tagged_field_default(field) if field.default is MISSING else field.default)
         for field in fields(entity_type) if get_field_tag(field) is not None)
-    if not tagged:
-        return lambda buf, entity: buf.append(0)
 
     def write_tagged_fields(buf: bytearray, entity: Any) -> None:
         # Most values are their field's default object itself: ``is`` spares comparing
@@ -291,6 +289,27 @@ def _tagged_fields_writer(entity_type: type) -> Callable[[bytearray, Any], None]
     return write_tagged_fields
 
 
+def _compile_tagged_fields(source: _Source, entity_type: type) -> None:
+    """Writes an entity's tagged fields: when each holds its default, as nearly all do, the
+    count 0 without a call; else through :func:`_tagged_fields_writer`."""
+    tagged = [field for field in fields(entity_type) if get_field_tag(field) is not None]
+    if not tagged:
+        source.line("buf.append(0)")
+        return
+    tests = []
+    for field in tagged:
+        default = source.name(
+            "default", get_tagged_field_default(field) if field.default is MISSING
+            else field.default)
+        value = f"e.{field.name}"
+        tests.append(f"({value} is {default} or {value} == {default})")
+    tags = source.name("tags", _tagged_fields_writer(entity_type))
+    source.line(f"if {' and '.join(tests)}:")
+    source.line("buf.append(0)", 2)
+    source.line("else:")
+    source.line(f"{tags}(buf, e)", 2)
+
+
 @cache
 def entity_encoder(entity_type: type) -> Encoder:
     """The compiled encoder of a kio entity class: ``encode(buf, refs, entity)``."""
@@ -302,8 +321,7 @@ def entity_encoder(entity_type: type) -> Encoder:
             _compile_field(source, field, flexible,
                            legacy_client_id and field.name == "client_id")
     if flexible:
-        tags = source.name("tags", _tagged_fields_writer(entity_type))
-        source.line(f"{tags}(buf, e)")
+        _compile_tagged_fields(source, entity_type)
     encode = source.compile(f"<encoder {entity_type.__module__}.{entity_type.__qualname__}>")
     encode.__qualname__ = f"entity_encoder.<{entity_type.__qualname__}>"
     return encode

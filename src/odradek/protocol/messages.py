@@ -93,22 +93,42 @@ def _coercion(plan: _FieldPlan, value: str, source: FunctionSource) -> str | Non
 @cache
 def _builder(cls: type) -> Callable[[dict[str, Any]], Any]:
     """The compiled :func:`build` of ``cls``: one test and at most one conversion per field
-    of the class, since responses are built on every request's path."""
+    of the class, since responses are built on every request's path.
+
+    kio's entities are frozen dataclasses with slots, whose ``__init__`` sets each field
+    through ``object.__setattr__``; the builder instead creates the instance bare and fills
+    each slot through its descriptor, which costs half as much. It sets every field, with
+    the field's default where the description has none, as ``__init__`` would."""
     source = FunctionSource("build", "description", {
-        "_cls": cls, "_ErrorCode": ErrorCode, "_timedelta": datetime.timedelta,
-        "_EPOCH": _EPOCH})
-    source.line("kwargs = {}")
-    for plan in _plan(cls):
+        "_cls": cls, "_new": object.__new__, "_ErrorCode": ErrorCode,
+        "_timedelta": datetime.timedelta, "_EPOCH": _EPOCH, "_missing": _missing_field})
+    source.line("entity = _new(_cls)")
+    for field, plan in zip(dataclasses.fields(cls), _plan(cls), strict=True):
         name = plan.name
+        slot = cls.__dict__.get(name)
+        if not isinstance(slot, types.MemberDescriptorType):
+            raise TypeError(f"{cls.__qualname__} is not a dataclass with slots, as kio's are")
+        setter = source.name("set", slot.__set__)
         coercion = _coercion(plan, "value", source)
         source.line(f"if {name!r} in description:")
         if coercion is None:
-            source.line(f"kwargs[{name!r}] = description[{name!r}]", 2)
-            continue
-        source.line(f"value = description[{name!r}]", 2)
-        source.line(f"kwargs[{name!r}] = None if value is None else {coercion}", 2)
-    source.line("return _cls(**kwargs)")
+            source.line(f"{setter}(entity, description[{name!r}])", 2)
+        else:
+            source.line(f"value = description[{name!r}]", 2)
+            source.line(f"{setter}(entity, None if value is None else {coercion})", 2)
+        source.line("else:")
+        if field.default is not dataclasses.MISSING:
+            source.line(f"{setter}(entity, {source.name('default', field.default)})", 2)
+        elif field.default_factory is not dataclasses.MISSING:
+            source.line(f"{setter}(entity, {source.name('factory', field.default_factory)}())", 2)
+        else:
+            source.line(f"_missing(_cls, {name!r})", 2)
+    source.line("return entity")
     return source.compile(f"<builder {cls.__module__}.{cls.__qualname__}>")
+
+
+def _missing_field(cls: type, name: str) -> None:
+    raise TypeError(f"{cls.__qualname__} needs {name!r}, a field without a default")
 
 
 @cache

@@ -338,6 +338,8 @@ class Partition:
                              ) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping ``records``,
         read from ``fetch_offset``: what a read_committed consumer needs to drop them."""
+        if not records:  # a reader that has caught up: nothing to drop
+            return []
         if isinstance(records, FileRegion):
             next_offset = records.next_offset
         else:
