@@ -81,6 +81,29 @@ def test_after_a_clean_shutdown_logs_open_without_reading_their_files(log_dir, l
     manager.close_all()
 
 
+def test_a_read_at_the_end_is_answered_from_the_offsets_alone(log_dir, loads):
+    shut_down_with(log_dir, loads)
+    manager = started(log_dir)
+    log = manager.get("orders", 1)
+    data = log.read(4, 1 << 20, max_offset=log.high_watermark)
+    assert (data.records, data.high_watermark, data.log_end_offset) == (b"", 4, 4)
+    assert (log.loaded, loads) == (False, [])  # a caught-up consumer reads no file
+    log.take_offline("the disk failed")
+    with pytest.raises(KafkaStorageError):
+        log.read(-1, 1 << 20)  # offline at startup offsets: refused all the same
+    manager.close_all()
+
+
+def test_an_offline_log_refuses_a_read_at_its_end(log_dir, loads):
+    manager = started(log_dir)
+    log = manager.get_or_create("orders", 0, LogConfig())
+    append(log, idempotent_batch(0))
+    log.take_offline("the disk failed")
+    with pytest.raises(KafkaStorageError):
+        log.read(log.log_end_offset, 1 << 20)
+    manager.close_all()
+
+
 def test_a_deferred_log_keeps_its_producers(log_dir, loads):
     shut_down_with(log_dir, loads)
     manager = started(log_dir)

@@ -44,3 +44,17 @@ def test_a_nested_entity_is_taken_as_it_is_and_anything_else_is_refused():
     assert build(cls, throttle_time=0, responses=[topic]).responses[0] is topic
     with pytest.raises(TypeError, match="needs a dict"):
         build(cls, throttle_time=0, responses=[("t", [])])
+
+
+def test_a_built_entity_is_the_one_its_constructor_makes_defaults_included():
+    cls = response_class(ApiKey.FETCH, 12)
+    described = {"partition_index": 2, "error_code": 0, "high_watermark": 7,
+                 "aborted_transactions": None, "records": b""}
+    built = build(cls, throttle_time=0, error_code=0, session_id=0,
+                  responses=[{"topic": "t", "partitions": [described]}])
+    partition = built.responses[0].partitions[0]
+    made = type(partition)(partition_index=2, error_code=ErrorCode.none, high_watermark=7,
+                           aborted_transactions=None, records=b"")
+    assert partition == made
+    assert partition.last_stable_offset == -1 and partition.preferred_read_replica == -1
+    assert partition.diverging_epoch is made.diverging_epoch  # the field's default itself
