@@ -105,7 +105,7 @@ def _builder(cls: type) -> Callable[[dict[str, Any]], Any]:
     source.line("entity = _new(_cls)")
     for field, plan in zip(dataclasses.fields(cls), _plan(cls), strict=True):
         name = plan.name
-        slot = cls.__dict__.get(name)
+        slot = getattr(cls, name, None)  # the slot's descriptor, wherever in the MRO
         if not isinstance(slot, types.MemberDescriptorType):
             raise TypeError(f"{cls.__qualname__} is not a dataclass with slots, as kio's are")
         setter = source.name("set", slot.__set__)
