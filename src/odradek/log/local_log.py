@@ -180,6 +180,7 @@ class LocalLog:
 
     # -- read --------------------------------------------------------------------------
 
+    @on_disk
     def _read_segments(self, fetch_offset: int, max_bytes: int, upper: int,
                        min_one_batch: bool, zero_copy: bool) -> bytes | FileRegion:
         """Whole batches from one segment (see ``PartitionLog.read``): the next one if

@@ -448,11 +448,6 @@ class PartitionLog(LocalLog):
                              self._log_start_offset, log_end_offset)
 
     @on_disk
-    def _read_segments(self, fetch_offset: int, max_bytes: int, upper: int,
-                       min_one_batch: bool, zero_copy: bool) -> bytes | FileRegion:
-        return super()._read_segments(fetch_offset, max_bytes, upper, min_one_batch, zero_copy)
-
-    @on_disk
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
                                      ) -> list[AbortedTxn]:
         """The aborted transactions overlapping [``start_offset``, ``upper_bound_offset``)
