@@ -18,8 +18,8 @@ waits for the requests already received to be answered, then closes every connec
 from __future__ import annotations
 
 import asyncio
-
 import logging
+import socket
 
 from odradek.server.config import BrokerConfig, ConfigError
 from odradek.server.connection import Connection, Dispatcher
@@ -74,10 +74,22 @@ class SocketServer:
                     start_serving=False,
                     **tls,
                 )
+                self._size_buffers(self._servers[endpoint.name])
         except OSError:  # the listeners bound before the one that failed are let go
             self.stop_accepting()
             self._servers.clear()
             raise
+
+    def _size_buffers(self, server: asyncio.base_events.Server) -> None:
+        """``socket.send.buffer.bytes`` and ``socket.receive.buffer.bytes`` (-1: the kernel's
+        own, autotuned) on the listening socket, before it accepts: every accepted connection
+        inherits them, and its receive window is scaled for them from the handshake on."""
+        for name, option in (("socket.send.buffer.bytes", socket.SO_SNDBUF),
+                             ("socket.receive.buffer.bytes", socket.SO_RCVBUF)):
+            size = self._config.get(name)
+            if size != -1:
+                for sock in server.sockets:
+                    sock.setsockopt(socket.SOL_SOCKET, option, size)
 
     @property
     def bound_addresses(self) -> dict[str, tuple[str, int]]:

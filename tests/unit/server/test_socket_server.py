@@ -59,3 +59,45 @@ def test_a_listener_that_cannot_bind_leaves_no_other_listener_bound():
         with pytest.raises(OSError):
             asyncio.run(server.bind())
     assert server.bound_addresses == {}
+
+
+def accepted_buffers(configs: dict[str, str]) -> tuple[int, int]:
+    """SO_SNDBUF and SO_RCVBUF of the broker's side of a connection a client opens to a
+    listener with ``configs``."""
+    server = SocketServer(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", **configs}),
+                          lambda user, mechanism: None)
+
+    async def connect() -> tuple[int, int]:
+        await server.bind()
+        await server.start_serving(lambda frame, context: None)
+        try:
+            _, writer = await asyncio.open_connection(*server.bound_addresses["PLAINTEXT"])
+            for _ in range(200):  # the accept runs on a later turn of the loop
+                if server._connections:
+                    break
+                await asyncio.sleep(0.01)
+            (connection,) = server._connections
+            accepted = connection._transport.get_extra_info("socket")
+            writer.close()
+            return (accepted.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+                    accepted.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+        finally:
+            server.stop_accepting()
+            await server.close_connections(0)
+
+    return asyncio.run(connect())
+
+
+def test_every_accepted_connection_has_the_configured_socket_buffers():
+    # Linux doubles what it is given, to leave room for its own bookkeeping.
+    assert accepted_buffers({"socket.send.buffer.bytes": "65536",
+                             "socket.receive.buffer.bytes": "98304"}) == (131072, 196608)
+
+
+def test_by_default_the_kernel_sizes_the_socket_buffers():
+    with open("/proc/sys/net/ipv4/tcp_wmem") as wmem, open("/proc/sys/net/ipv4/tcp_rmem") as rmem:
+        initial = int(wmem.read().split()[1]), int(rmem.read().split()[1])
+    sent, received = accepted_buffers({})
+    # Autotuned buffers start at the kernel's initial size and may only have grown since.
+    assert sent >= initial[0] and received >= initial[1]
+    assert (sent, received) != (2 * 102400, 2 * 102400)
