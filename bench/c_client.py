@@ -12,7 +12,11 @@ there is none the rows are skipped, and the suite says so.
 - **C client, one producer / one consumer**: ``records`` 100-byte records into a new
   6-partition topic (``linger.ms=5``, ``batch.size=1000000``, ``acks=1``), then read back
   from the beginning of every partition by one consumer; records/s as the tool reports
-  them, with the broker's CPU-seconds per million records.
+  them, with the broker's CPU-seconds per million records. The consumer is held to one
+  core (``CONSUMER_CORE``), whatever the broker: its two busy threads, spread over two
+  cores, contend for glibc's malloc lock (librdkafka's broker thread allocates each message,
+  the application thread frees it), and the tool then falls, for minutes at a time and
+  with any broker, into spells at half its speed that measure the client, not the broker.
 - **1 MiB records (C client)**: the large-records row without Python: 1,000 records of
   1 MiB (200 with ``--quick``) into one partition, then fetched four to a partition fetch;
   the fetch's MB/s, with the produce's beside it.
@@ -26,6 +30,7 @@ there is none the rows are skipped, and the suite says so.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import tempfile
@@ -52,6 +57,9 @@ LARGE_CONSUMER = ["-X", f"max.partition.fetch.bytes={LARGE_FETCH['max.partition.
                   "-X", f"fetch.max.bytes={LARGE_FETCH['fetch.max.bytes']}",
                   "-X", f"receive.message.max.bytes={2 * LARGE_FETCH['fetch.max.bytes']}"]
 TIMEOUT_S = 300
+# The core the C consumer runs on (the module's docstring says why): the last one this
+# process may use, so that on two cores the broker mostly keeps the other.
+CONSUMER_CORE = max(os.sched_getaffinity(0))
 # The tool's closing lines, e.g. "% 5000000 messages produced (500000000 bytes), 5000000
 # delivered (offset 0, 0 failed) in 5512ms: 907112 msgs/s and 90.71 MB/s, ..." and
 # "% 5000000 messages (500000000 bytes) consumed in 2266ms: 2206531 msgs/s (220.65 MB/s)".
@@ -77,9 +85,12 @@ def tool_version(tool: Path) -> str:
     return f"rdkafka_performance (librdkafka {found.group(1) if found else 'unknown'})"
 
 
-def run_tool(tool: Path, broker: Broker, args: list[str]) -> str:
-    """The tool's output for one run; a non-zero exit or a timeout is a WorkloadError."""
+def run_tool(tool: Path, broker: Broker, args: list[str], core: int | None = None) -> str:
+    """The tool's output for one run, on ``core`` alone when given; a non-zero exit or a
+    timeout is a WorkloadError."""
     argv = [str(tool), "-b", broker.bootstrap, *args]
+    if core is not None:
+        argv = ["taskset", "--cpu-list", str(core), *argv]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
@@ -121,7 +132,7 @@ class Rows:
         self.produce = Row("C client", "one producer (C client)", system, "records/s",
                            note=note)
         self.consume = Row("C client", "one consumer (C client)", system, "records/s",
-                           note=note)
+                           note=f"{note}, on one core")
         self.requests = Row("small requests", "single-record produce requests", system,
                             "requests/s", note="linger.ms=0, batch.num.messages=1")
         self.per_core = Row("small requests", "requests per broker CPU-second", system,
@@ -168,7 +179,7 @@ def produce_then_consume(tool: Path, broker: Broker, records: int) -> tuple[Run,
     partitions = [arg for p in range(PARTITIONS) for arg in ("-p", str(p))]
     consume_run = with_broker_cost(broker, records, lambda: consumed(run_tool(
         tool, broker, ["-C", "-t", topic, *partitions, "-o", "beginning", "-e",
-                       "-c", str(records)]), records))
+                       "-c", str(records)], core=CONSUMER_CORE), records))
     for run in (produce_run, consume_run):
         run["value"] = run["records_per_s"]
     return produce_run, consume_run
