@@ -39,8 +39,9 @@ def read_range(r: OffsetRange, options: SourceOptions, schema: pa.Schema
     consumer = confluent_kafka.Consumer({
         "group.id": f"{options.group_id_prefix}-{uuid.uuid4()}",
         # librdkafka stops fetching for fetch.queue.backoff.ms (1 s) whenever its queue holds
-        # queued.min.messages; 0 fetches again as soon as the task has taken records out.
-        "fetch.queue.backoff.ms": 0,
+        # queued.min.messages, which the task drains far sooner. Not 0: librdkafka's broker
+        # thread would then re-check the full queue in a busy loop, taking CPU from the task.
+        "fetch.queue.backoff.ms": 10,
         "fetch.max.bytes": 64 << 20,
         "max.partition.fetch.bytes": 8 << 20,
         **options.client_config,
