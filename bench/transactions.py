@@ -77,7 +77,7 @@ def produce(bootstrap: str, topic: str, payloads: list[bytes], transaction_size:
 def consume(bootstrap: str, topic: str, expected: int, isolation: str) -> float:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{isolation}",
                          "enable.auto.commit": False, "isolation.level": isolation,
-                         "fetch.queue.backoff.ms": 0})
+                         "fetch.queue.backoff.ms": workloads.CONSUMER_QUEUE_BACKOFF_MS})
     received = 0
     try:
         started = time.perf_counter()

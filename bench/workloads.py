@@ -34,15 +34,18 @@ THROUGHPUT_PRODUCER = {
     "queue.buffering.max.kbytes": 1_048_576,
     "delivery.report.only.error": True,
 }
+# librdkafka stops fetching a partition for fetch.queue.backoff.ms (default 1000 ms) once its
+# local queue holds queued.min.messages (100,000). With the default the consumer idles most of
+# each second and reads ~160k records/s from ANY broker. With 0 its broker thread re-checks the
+# full queue in a busy loop (poll with a zero timeout, clock_gettime, a lock per partition),
+# which took a fifth of the client's CPU away from the application thread. 10 ms is far
+# shorter than the 100,000 records take to drain, and ends the spin (bench/README.md).
+CONSUMER_QUEUE_BACKOFF_MS = 10
 THROUGHPUT_CONSUMER = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
     "auto.offset.reset": "earliest",
-    # librdkafka stops fetching a partition for fetch.queue.backoff.ms (default 1000 ms) once
-    # its local queue holds queued.min.messages (100,000): with the defaults the consumer
-    # idles ~1 s per cycle and reads ~160k records/s from ANY broker (measured: odradek and
-    # Tansu both 1.00x). 0 lets it fetch again as soon as the application drains the queue.
-    "fetch.queue.backoff.ms": 0,
+    "fetch.queue.backoff.ms": CONSUMER_QUEUE_BACKOFF_MS,
 }
 LATENCY_PRODUCER = {
     "acks": 1,
