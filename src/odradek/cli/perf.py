@@ -40,11 +40,6 @@ MB = 1024 * 1024
 MAX_LATENCY_SAMPLES = 500_000
 # How many records one consume() call asks for.
 CONSUME_BATCH = 10_000
-# librdkafka's fetch.queue.backoff.ms for the consumer, unless the user sets it. Its default,
-# 1000 ms, stops fetching a partition that long once 100,000 of its records wait in the
-# client, which they take far less to drain: the test would then measure the pause (about
-# 150,000 records/s from any broker), where Kafka's Java consumer fetches on.
-QUEUE_BACKOFF_MS = 10
 # What librdkafka may take between two produce() calls before the throttle waits.
 THROTTLE_SLACK_S = 0.001
 
@@ -291,8 +286,7 @@ def consume(
         consumer = kafka.consumer(**{
             "group.id": group or f"perf-consumer-{random.randrange(100_000)}",
             "auto.offset.reset": "latest" if from_latest else "earliest",
-            "max.partition.fetch.bytes": fetch_size,
-            "fetch.queue.backoff.ms": QUEUE_BACKOFF_MS})
+            "max.partition.fetch.bytes": fetch_size})
         kafka.partitions(consumer, topic)
         start_wall, start = time.time(), time.monotonic()
 
