@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -264,6 +265,25 @@ def test_consume_without_new_records_ends_after_the_idle_timeout(cli):
     started = time.monotonic()
     assert cli.lines("consume", "orders", "--timeout", "1") == []  # starts at the end
     assert time.monotonic() - started < 8
+
+
+def consumer_backoff(cli: Cli, *properties: str) -> str:
+    """The fetch.queue.backoff.ms the consumer of ``odradek consume`` was created with, as
+    librdkafka logs its configuration (``debug=conf``)."""
+    result = cli.ok("consume", "orders", "--from-beginning", "--max-messages", "1",
+                    "-X", "debug=conf", "-X", "log_level=7", *properties)
+    [value] = re.findall(r"^.*\bconsumer-\d+\b.*  fetch\.queue\.backoff\.ms = (\d+)$",
+                         result.stderr, re.MULTILINE)
+    return value
+
+
+def test_consume_fetches_again_10_ms_after_a_full_queue_unless_told_otherwise(cli):
+    # librdkafka's default, 1000 ms, would pause reading a large topic for a second at a time.
+    cli.ok("topics", "create", "orders", "--partitions", "1")
+    cli.ok("produce", "orders", stdin="r0\n")
+
+    assert consumer_backoff(cli) == "10"
+    assert consumer_backoff(cli, "-X", "fetch.queue.backoff.ms=1000") == "1000"
 
 
 # --- configs ------------------------------------------------------------------------------
