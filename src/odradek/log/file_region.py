@@ -4,10 +4,12 @@ The documents' case for zero copy: data read for a consumer goes from the page c
 socket with ``sendfile``, never through the broker's memory. A fetch response's records are
 a ``FileRegion`` (Kafka's ``FileRecords`` slice) when they are large enough for that to pay;
 the connection then hands the range to ``os.sendfile`` (:mod:`odradek.server.zero_copy`),
-and only a listener that must encrypt, or a socket that is full, reads it into memory.
+and it is read into memory only for a listener that must encrypt, and, a piece at a time,
+when the socket is full.
 
 A region holds its own duplicate of the segment's descriptor, so that whatever happens to the
-segment between the read and the write (retention deletes it, the open-files limit closes its
+segment between the read and the write, however long a slow client makes that (retention
+deletes it, the open-files limit closes its
 descriptor, the cleaner swaps it out) the region still names the same file: a deleted file
 stays readable through an open descriptor. The duplicate is closed when the region is
 garbage collected, which CPython does as soon as the response that held it is written or
@@ -47,14 +49,20 @@ class FileRegion:
     def __repr__(self) -> str:
         return f"FileRegion(position={self.position}, size={self.size})"
 
-    def read(self, start: int = 0) -> bytes:
-        """The region's bytes from ``start`` (relative to the region) to its end."""
-        wanted = self.size - start
+    def read(self, start: int = 0, size: int | None = None) -> bytes:
+        """``size`` bytes of the region (by default all up to its end) from ``start``,
+        relative to the region."""
+        wanted = self.size - start if size is None else size
         data = os.pread(self._fd, wanted, self.position + start)
         if len(data) != wanted:
             raise TruncatedRegionError(f"{self!r}: the file ends {wanted - len(data)} bytes "
                                        "early")
         return data
+
+    def skip(self, count: int) -> None:
+        """Drops the region's first ``count`` bytes: they were sent."""
+        self.position += count
+        self.size -= count
 
     def send_to(self, socket_fd: int, start: int) -> int:
         """Sends the region from ``start`` (relative to the region) to the non-blocking

@@ -46,13 +46,21 @@ from odradek.server.authenticator import AuthenticationClosed, SaslAuthenticator
 from odradek.server.listener_security import ListenerSecurity
 from odradek.server.memory_pool import SMALL_REQUEST_BYTES, MemoryPool
 from odradek.server.request_context import ConnectionContext
-from odradek.server.zero_copy import in_memory, write_to_socket
+from odradek.server.zero_copy import in_memory, take, write_to_socket
 
 log = logging.getLogger(__name__)
 
 # Enough to keep a pipelining producer busy (librdkafka sends up to 1,000,000 in flight by
 # default but 5 per connection with idempotence); beyond it the socket stops being read.
 MAX_IN_FLIGHT_REQUESTS = 64
+
+# Past this many bytes queued on the transport the connection stops reading requests; it
+# reads again once they are all written (low water 0), which is also when the rest of a
+# response behind a file region may go straight to the socket again.
+WRITE_BUFFER_HIGH_BYTES = 64 * 1024
+# What of a response behind a full socket is read into memory at a time: over the high-water
+# mark, so that the transport, holding it, calls back once it has written it.
+UNSENT_PIECE_BYTES = 2 * WRITE_BUFFER_HIGH_BYTES
 
 # What a dispatcher returns for a request: the encoded response as buffers to write in order
 # (a fetch's large records as file regions), None when no response is due (acks=0
@@ -85,6 +93,7 @@ class Connection(asyncio.Protocol):
         self._admitted = False
         self._pending: deque[asyncio.Future[Response | None]] = deque()
         self._outgoing: Response = []  # answers ready, written together by _flush
+        self._unsent: Response = []  # the rest of answers a full socket held back (zero_copy)
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
         self._writing_paused = False
@@ -102,6 +111,7 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._transport = transport
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES, low=0)
         self.peer = transport.get_extra_info("peername")
         # A socket reset before it was handed to us has no peer name any more.
         self.peer_host = self.peer[0] if self.peer else ""
@@ -163,6 +173,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        self._unsent = []
         self._memory_pool.forget(self)
         self._memory_pool.adjust(-self._held)
         self._held = 0
@@ -180,6 +191,8 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        if self._unsent:
+            self._send_unsent()
         self._update_reading()
 
     # -- requests ----------------------------------------------------------------------
@@ -248,6 +261,9 @@ class Connection(asyncio.Protocol):
         self._outgoing += response
         if self._authenticator is not None and self._authenticator.failed:
             self._flush()
+            if self._unsent:  # the transport writes what it holds before it closes
+                self._transport.writelines(in_memory(self._unsent))
+                self._unsent = []
             self._transport.close()
 
     def _flush(self) -> None:
@@ -259,30 +275,38 @@ class Connection(asyncio.Protocol):
             # One TLS record per buffer written: joined, the answers are a few records of up
             # to 16 KB instead of one for each of their many small pieces.
             transport.write(b"".join(outgoing))
+        elif self._unsent:
+            self._unsent += outgoing  # behind the rest of an answer: sent after it, in order
         elif not any(type(chunk) is FileRegion for chunk in outgoing):
             transport.writelines(outgoing)
         else:
-            self._write_regions(transport, outgoing)
+            self._unsent = outgoing
+            self._send_unsent()
         self.last_active = self._loop.time()
 
-    def _write_regions(self, transport: asyncio.Transport, outgoing: Response) -> None:
-        """Answers holding file regions (large fetched records): sent from the page cache
-        by the kernel while the transport has nothing queued, which leaves the socket to
-        us; the rest, or all of it behind queued bytes, read and queued on the transport."""
+    def _send_unsent(self) -> None:
+        """Answers holding file regions (large fetched records), and what follows them:
+        sent from the page cache by the kernel while the transport has nothing queued,
+        which leaves the socket to us. When the socket is full, a piece is read and queued
+        on the transport instead; past the high-water mark the transport pauses writing,
+        and once it has written everything ``resume_writing`` sends the rest from here."""
+        transport = self._transport
         try:
-            if transport.get_write_buffer_size() == 0:
-                outgoing = write_to_socket(transport.get_extra_info("socket").fileno(),
-                                           outgoing)
-            else:
-                outgoing = in_memory(outgoing)
+            while self._unsent and not self._writing_paused:
+                if transport.get_write_buffer_size() == 0:
+                    self._unsent = write_to_socket(
+                        transport.get_extra_info("socket").fileno(), self._unsent)
+                    if not self._unsent:
+                        return
+                piece, self._unsent = take(self._unsent, UNSENT_PIECE_BYTES)
+                transport.writelines(piece)
         except TruncatedRegionError as exc:
+            self._unsent = []
             self.abort(f"cannot send the records fetched: {exc}")  # never a short response
-            return
         except OSError as exc:  # the client is gone: the transport finds out next
             log.debug("writing to %s failed: %s", self.peer, exc)
+            self._unsent = []
             transport.abort()
-            return
-        transport.writelines(outgoing)
 
     def _update_reading(self) -> None:
         transport = self._transport

@@ -28,6 +28,12 @@ class RecordingTransport:
     def pause_reading(self) -> None:
         pass
 
+    def set_write_buffer_limits(self, high=None, low=None) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
     def resume_reading(self) -> None:
         pass
 

@@ -14,13 +14,13 @@ from kafka_requests import SERVED_VERSIONS, api_versions_request, encode_request
 from odradek.protocol.api import ApiKey, request_class, response_class
 from odradek.protocol.framing import Request
 from odradek.protocol.messages import _plan, build, has_field
+from odradek.security.principal import ANONYMOUS
 from odradek.server.config import BrokerConfig, SecurityProtocol
 from odradek.server.connection import Connection
 from odradek.server.dispatcher import Dispatcher
 from odradek.server.handlers import bind
-from odradek.server.quotas import ClientQuotas
-from odradek.security.principal import ANONYMOUS
 from odradek.server.listener_security import ListenerSecurity
+from odradek.server.quotas import ClientQuotas
 from odradek.server.request_context import ConnectionContext, RequestContext
 from odradek.server.services import Services
 from odradek.testing import EmbeddedBroker
@@ -88,6 +88,9 @@ def test_a_connection_gives_every_request_its_listener_principal_and_address():
 
         def is_closing(self):
             return False
+
+        def set_write_buffer_limits(self, high=None, low=None):
+            pass
 
     async def connect_and_send() -> None:
         connection = Connection(lambda frame, client: seen.append(client), 1024,
