@@ -18,8 +18,8 @@ there is none the rows are skipped, and the suite says so.
   the application thread frees it), and the tool then falls, for minutes at a time and
   with any broker, into spells at half its speed that measure the client, not the broker.
 - **1 MiB records (C client)**: the large-records row without Python: 1,000 records of
-  1 MiB (200 with ``--quick``) into one partition, then fetched four to a partition fetch;
-  the fetch's MB/s, with the produce's beside it.
+  1 MiB (200 with ``--quick``) into one partition, then fetched up to 16 MiB at a time; the
+  fetch's MB/s, with the produce's beside it.
 - **single-record produce requests**: ``requests`` records into a one-partition topic with
   ``linger.ms=0`` and ``batch.num.messages=1``, so that each Produce request carries one
   record (librdkafka still pipelines up to five requests per connection); requests/s, and
