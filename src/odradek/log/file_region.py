@@ -9,14 +9,13 @@ when the socket is full.
 
 A region holds its own duplicate of the segment's descriptor, so that whatever happens to the
 segment between the read and the write, however long a slow client makes that (retention
-deletes it, the open-files limit closes its
-descriptor, the cleaner swaps it out) the region still names the same file: a deleted file
-stays readable through an open descriptor. The duplicate is closed when the region is
-garbage collected, which CPython does as soon as the response that held it is written or
-dropped. The one thing a region cannot survive is the file being truncated under it (an
-unclean leader election cutting below what a consumer was sent): then ``read`` and
-``send_to`` raise ``TruncatedRegionError`` rather than send a short response, and the
-connection is closed, as Kafka's ``FileRecords.writeTo`` does.
+deletes it, the open-files limit closes its descriptor, the cleaner swaps it out) the region
+still names the same file: a deleted file stays readable through an open descriptor. The
+duplicate is closed when the region is garbage collected, which CPython does as soon as the
+response that held it is written or dropped. The one thing a region cannot survive is the
+file being truncated under it (an unclean leader election cutting below what a consumer was
+sent): then ``read`` and ``send_to`` raise ``TruncatedRegionError`` rather than send a short
+response, and the connection is closed, as Kafka's ``FileRecords.writeTo`` does.
 """
 
 from __future__ import annotations
