@@ -11,6 +11,13 @@ broker would use). Between levels a separate 6-partition topic is filled with 1 
 disk so that the fill's writeback does not weigh on the measurement. At each level the
 suite's one-producer and one-consumer workloads run ``--runs`` times on new topics, each run
 recording the GB stored and the broker's CPU per million records.
+
+Above 0 GB, a second broker, started for the level on a fresh data directory on the same
+disk, runs the same workloads run by run beside the filled one: filled, fresh, filled,
+fresh. Its rows (system ``odradek, nothing stored``) are what the filled broker's are
+compared with. The levels are minutes apart, and a shared machine drifts in minutes by more
+than the 10% the comparison looks for; measured beside each other, both brokers see the same
+machine.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ import argparse
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from bench import brokers, kafka_rows, workloads
@@ -27,6 +35,8 @@ from bench.rows import Row, describe, failed_run
 from bench.workloads import Settings, WorkloadError
 
 GB = 10**9
+# The system of the fresh broker's rows, measured beside the filled one.
+NOTHING_STORED = "odradek, nothing stored"
 LEVELS_GB = (0, 5, 20, 50)
 QUICK_LEVELS_GB = (0, 1)
 # What the fill leaves free on the disk, for everything else on the machine.
@@ -78,24 +88,19 @@ def growth_rows(settings: Settings, runs: int, quick: bool, scratch: Path,
         filler = workloads.unique_topic("fill")
         workloads.create_topic(broker.bootstrap, filler, FILL_PARTITIONS,
                                config=kafka_rows.LARGE_TOPIC_CONFIG)
-        # Untimed, as in the suite's other rows: the first run on a fresh broker also
-        # creates __consumer_offsets.
-        progress("warming up")
-        kafka_rows.one_producer_then_consumer(broker, settings,
-                                              payloads[:max(1, len(payloads) // 10)])
+        warm_up(broker, settings, payloads)
         for level in levels:
             progress(f"filling to {level} GB")
             fill(broker, filler, data_dir, level * GB)
-            produce = Row("data growth", f"one producer at {level} GB", "odradek",
-                          "records/s")
-            consume = Row("data growth", f"one consumer at {level} GB", "odradek",
-                          "records/s")
-            for run in range(1, runs + 1):
-                progress(f"{level} GB: run {run} of {runs}")
-                kafka_rows.attempt(produce, consume, lambda: with_stored(
-                    data_dir, kafka_rows.one_producer_then_consumer(broker, settings,
-                                                                    payloads)))
-            rows += [produce, consume]
+            filled = (broker, data_dir)
+            if not level:
+                rows += measure_level([filled], level, settings, payloads, runs, progress)
+                continue
+            progress(f"{level} GB: starting a fresh broker beside it")
+            with fresh_broker(root, level) as fresh:
+                warm_up(fresh[0], settings, payloads)
+                rows += measure_level([filled, fresh], level, settings, payloads, runs,
+                                      progress)
     except WorkloadError as exc:  # a failed fill ends the section with what it measured
         rows.append(Row("data growth", "fill", "odradek", "GB", runs=[failed_run(exc)]))
     finally:
@@ -104,11 +109,52 @@ def growth_rows(settings: Settings, runs: int, quick: bool, scratch: Path,
     return rows
 
 
-def with_stored(data_dir: Path, runs: tuple[dict, dict]) -> tuple[dict, dict]:
-    """The produce and consume runs, each with the GB the broker held when it ran."""
+def warm_up(broker: brokers.Broker, settings: Settings, payloads: list[bytes]) -> None:
+    """Untimed, as in the suite's other rows: the first run on a fresh broker also creates
+    __consumer_offsets."""
+    kafka_rows.one_producer_then_consumer(broker, settings,
+                                          payloads[:max(1, len(payloads) // 10)])
+
+
+@contextmanager
+def fresh_broker(root: Path, level: int) -> Iterator[tuple[brokers.Broker, Path]]:
+    """A broker on a new data directory under ``root``, started, and stopped and removed
+    afterwards."""
+    data_dir = root / f"fresh-beside-{level}"
+    broker = brokers.odradek_broker(brokers.free_port(29192), root / f"fresh-{level}.log",
+                                    str(data_dir), [])
+    try:
+        broker.start()
+        yield broker, data_dir
+    finally:
+        broker.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def measure_level(measured: list[tuple[brokers.Broker, Path]], level: int,
+                  settings: Settings, payloads: list[bytes], runs: int,
+                  progress: Callable[[str], None]) -> list[Row]:
+    """A producer row and a consumer row per broker of ``measured`` (the filled one first),
+    their runs taken in turn: run 1 on each broker, then run 2 on each, and so on."""
+    systems = ["odradek", NOTHING_STORED][:len(measured)]
+    rows = [(Row("data growth", f"one producer at {level} GB", system, "records/s"),
+             Row("data growth", f"one consumer at {level} GB", system, "records/s"))
+            for system in systems]
+    for run in range(1, runs + 1):
+        for (broker, data_dir), (produce, consume) in zip(measured, rows, strict=True):
+            progress(f"{level} GB: run {run} of {runs}, {produce.system}")
+            kafka_rows.attempt(produce, consume, lambda: with_stored(
+                data_dir, level, kafka_rows.one_producer_then_consumer(broker, settings,
+                                                                       payloads)))
+    return [row for pair in rows for row in pair]
+
+
+def with_stored(data_dir: Path, level: int, runs: tuple[dict, dict]) -> tuple[dict, dict]:
+    """The produce and consume runs, each with the GB the broker held when it ran and the
+    level it was measured at (the filled broker's, for a fresh broker beside it)."""
     stored_gb = stored_bytes(data_dir) / GB
     for run in runs:
-        run["stored_gb"] = stored_gb
+        run.update(stored_gb=stored_gb, level_gb=level)
     return runs
 
 

@@ -329,12 +329,15 @@ def _plot_latency(rows: list[Row], colours: Colours) -> Figure | None:
 
 def _plot_data_growth(rows: list[Row], colours: Colours) -> Figure | None:
     """A line per system (and per measurement, when the section has several) of the median
-    against the stored GB of its runs."""
+    against the stored GB of its runs. A fresh broker measured beside a filled one is drawn
+    at the filled one's level (``level_gb``), so that the two lines meet where nothing but
+    the data stored differs."""
     lines: dict[tuple[str, str], list[tuple[float, Stat]]] = {}
     for row in rows:
         if row.section != "data growth":
             continue
-        stored, stat = row.stat("stored_gb"), row.stat()
+        stored = row.stat("level_gb") if row.system != ODRADEK else None
+        stored, stat = stored or row.stat("stored_gb"), row.stat()
         if stored is not None and stat is not None:
             line = lines.setdefault((row.system, AT_SIZE.sub("", row.name)), [])
             line.append((stored["median"], stat))
