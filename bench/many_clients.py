@@ -8,8 +8,9 @@ what a fleet of connected, quiet clients costs a broker (its connection objects,
 selector). The producers are confluent-kafka producers, 25 to a process (spawned), each
 sending one 100-byte record every 10 ms to a 6-partition topic (``linger.ms=5``). The probe
 is the suite's latency workload (``workloads.end_to_end_latency``) at 2,000 records/s into a
-topic of its own, run while all of that goes on; its p99 is the row's figure. All clients
-share the broker's two cores with it, as they would share a small machine.
+topic of its own (created, like the producers', before the load starts), run while all of
+that goes on; its p99 is the row's figure. All clients share the broker's two cores with it,
+as they would share a small machine.
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ def many_clients_rows(running: list[Broker], runs: int, quick: bool) -> list[Row
 def probe_under_load(broker: Broker, idle: int, producers: int, probe_seconds: float) -> Run:
     topic = workloads.unique_topic("many-clients")
     workloads.create_topic(broker.bootstrap, topic, 6)
+    # The probe's topic too is created before the load: an overloaded broker can take longer
+    # than the admin client's timeout to answer CreateTopics, and the row measures records.
+    settings = workloads.Settings(latency_seconds=probe_seconds)
+    probe_topic = workloads.unique_topic("latency")
+    workloads.create_topic(broker.bootstrap, probe_topic, settings.partitions)
     context = multiprocessing.get_context("spawn")
     stop, sent = context.Event(), context.Value("q", 0)
     processes = [context.Process(target=_producers, daemon=True, args=(
@@ -69,8 +75,7 @@ def probe_under_load(broker: Broker, idle: int, producers: int, probe_seconds: f
             time.sleep(STEADY_S)
             cpu, before = broker.cpu_now(), sent.value
             t0 = time.monotonic()
-            probe = workloads.end_to_end_latency(broker.bootstrap, workloads.Settings(
-                latency_seconds=probe_seconds))
+            probe = workloads.end_to_end_latency(broker.bootstrap, settings, probe_topic)
             seconds = time.monotonic() - t0
             background = (sent.value - before) / seconds
             cpu = broker.cpu_now() - cpu

@@ -377,9 +377,13 @@ class _LatencyConsumer(threading.Thread):
             self.consumer.close()
 
 
-def end_to_end_latency(bootstrap: Bootstrap, s: Settings) -> dict:
-    topic = unique_topic("latency")
-    create_topic(bootstrap, topic, s.partitions)
+def end_to_end_latency(bootstrap: Bootstrap, s: Settings,
+                       topic: str | None = None) -> dict:
+    """Records at ``s.latency_rate`` into ``topic`` (of ``s.partitions`` partitions; a new
+    one when None), each timed from its send to its arrival at a consumer."""
+    if topic is None:
+        topic = unique_topic("latency")
+        create_topic(bootstrap, topic, s.partitions)
     producer, errors = producer_with_errors(bootstrap, LATENCY_PRODUCER)
     pad = os.urandom(s.record_size - _HEADER.size)
     pack, clock = _HEADER.pack, time.monotonic_ns
