@@ -442,6 +442,32 @@ def test_a_write_arriving_after_its_transaction_was_aborted_is_refused_and_writt
     assert [b.base_offset for b in iter_batches(uncommitted.records)] == [0, 2, 3]
 
 
+def test_a_retry_arriving_after_its_transaction_was_aborted_is_answered_as_the_duplicate_it_is(
+        odradek_broker, create_topic):
+    """A write the log has, sent again after its transaction ended (its first answer lost to
+    a leader change), is answered with its offsets, as any retry of a written batch is. An
+    error would tell the producer that it was not written: librdkafka then hands its
+    sequence numbers to the next transaction's records, which the log takes for that retry
+    again, answers as duplicates, and never writes, though their transaction commits."""
+    topic = create_topic("late-retry")
+    with RawClient(odradek_broker.port) as raw:
+        producer = TransactionalProducer(raw, "late-retrier").init()
+        assert producer.add_partitions(topic) == [ErrorCode.none]
+        written = producer.write(topic, 2)
+        assert (written.error_code, written.base_offset) == (ErrorCode.none, 0)
+        assert producer.end_txn(commit=False).error_code == ErrorCode.none
+        wait_for_state(raw, "late-retrier", "CompleteAbort")
+
+        retry = producer.write(topic, 2, sequence=0)
+        assert (retry.error_code, retry.base_offset) == (ErrorCode.none, 0)
+        assert stable_offsets(raw, topic) == (3, 3)  # written once, then the marker
+
+        # The next transaction goes on from the retried batch's sequence numbers.
+        assert producer.add_partitions(topic) == [ErrorCode.none]
+        following = producer.write(topic)
+        assert (following.error_code, following.base_offset) == (ErrorCode.none, 3)
+
+
 def test_a_transactional_batch_without_its_transactional_id_is_refused(odradek_broker,
                                                                        create_topic):
     topic = create_topic("anonymous")

@@ -22,6 +22,9 @@ The rules for a batch a client sends, checked before it is appended (Kafka's
    PRODUCER_FENCED, KIP-588).
 3. Same epoch and exactly the sequence range of one of the last five batches: a retry of a
    batch that was written. It is not written again; the answer is its original offsets.
+   This rule goes first: a retry is answered so even once its transaction has ended, and
+   the partition leader does not ask the coordinator about it (see
+   ``ReplicaManager.append_records``).
 4. A higher epoch must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER. A producer
    this partition does not know (new here, expired, or its data deleted) may start at any
    sequence: since KIP-360 the broker no longer answers UNKNOWN_PRODUCER_ID.
@@ -287,6 +290,15 @@ class ProducerStateManager:
             if txn.last_offset < high_watermark:
                 del self._unreplicated[first_offset]
 
+    def duplicate_of(self, batch: RecordBatch) -> BatchMetadata | None:
+        """The batch here that ``batch`` is a retry of: one of its producer's last batches,
+        at the same epoch and sequence numbers (rule 3 in the module docstring)."""
+        entry = self._producers.get(batch.producer_id)
+        if entry is None or batch.base_sequence == NO_SEQUENCE:
+            return None
+        return entry.find_duplicate(batch.producer_epoch, batch.base_sequence,
+                                    batch.last_sequence)
+
     def ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
         entry = self._producers.get(producer_id)
         return (entry is not None and entry.current_txn_first_offset is not None
@@ -336,10 +348,9 @@ class ProducerStateManager:
         # A coordinator's transactional batch (offsets a transaction commits) has no
         # sequence: only the epoch and the transaction are checked.
         sequenced = first_seq != NO_SEQUENCE
-        if entry is not None and sequenced:
-            duplicate = entry.find_duplicate(epoch, first_seq, batch.last_sequence)
-            if duplicate is not None:
-                return duplicate
+        duplicate = self.duplicate_of(batch)
+        if duplicate is not None:
+            return duplicate
         if batch.is_transactional and not self.ongoing_transaction(producer_id, epoch) \
                 and (verification_guard is None
                      or self._verification_guards.get(producer_id) is not verification_guard):

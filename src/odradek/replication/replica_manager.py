@@ -321,6 +321,12 @@ class ReplicaManager:
             state = partition.log.producer_state
             if state.ongoing_transaction(batch.producer_id, batch.producer_epoch):
                 continue
+            if state.duplicate_of(batch) is not None:
+                # A retry of a batch the log has, whose transaction may have ended since:
+                # the append answers it with the batch's offsets. Any error would tell the
+                # producer that nothing was written, and it would send other records under
+                # these sequence numbers, which the log would take for this retry again.
+                continue
             guards[tp] = (records, state.verification_guard(batch.producer_id))
         return guards
 
