@@ -88,7 +88,8 @@ def growth_rows(settings: Settings, runs: int, quick: bool, scratch: Path,
         filler = workloads.unique_topic("fill")
         workloads.create_topic(broker.bootstrap, filler, FILL_PARTITIONS,
                                config=kafka_rows.LARGE_TOPIC_CONFIG)
-        warm_up(broker, settings, payloads)
+        progress("warming up")
+        kafka_rows.warm_up(broker, settings, payloads)
         for level in levels:
             progress(f"filling to {level} GB")
             fill(broker, filler, data_dir, level * GB)
@@ -98,7 +99,7 @@ def growth_rows(settings: Settings, runs: int, quick: bool, scratch: Path,
                 continue
             progress(f"{level} GB: starting a fresh broker beside it")
             with fresh_broker(root, level) as fresh:
-                warm_up(fresh[0], settings, payloads)
+                kafka_rows.warm_up(fresh[0], settings, payloads)
                 rows += measure_level([filled, fresh], level, settings, payloads, runs,
                                       progress)
     except WorkloadError as exc:  # a failed fill ends the section with what it measured
@@ -107,13 +108,6 @@ def growth_rows(settings: Settings, runs: int, quick: bool, scratch: Path,
         broker.stop()
         shutil.rmtree(root, ignore_errors=True)
     return rows
-
-
-def warm_up(broker: brokers.Broker, settings: Settings, payloads: list[bytes]) -> None:
-    """Untimed, as in the suite's other rows: the first run on a fresh broker also creates
-    __consumer_offsets."""
-    kafka_rows.one_producer_then_consumer(broker, settings,
-                                          payloads[:max(1, len(payloads) // 10)])
 
 
 @contextmanager

@@ -336,8 +336,8 @@ def _plot_data_growth(rows: list[Row], colours: Colours) -> Figure | None:
     for row in rows:
         if row.section != "data growth":
             continue
-        stored = row.stat("level_gb") if row.system != ODRADEK else None
-        stored, stat = stored or row.stat("stored_gb"), row.stat()
+        where = "stored_gb" if row.system == ODRADEK else "level_gb"
+        stored, stat = row.stat(where) or row.stat("stored_gb"), row.stat()
         if stored is not None and stat is not None:
             line = lines.setdefault((row.system, AT_SIZE.sub("", row.name)), [])
             line.append((stored["median"], stat))
