@@ -85,10 +85,10 @@ def tool_version(tool: Path) -> str:
     return f"rdkafka_performance (librdkafka {found.group(1) if found else 'unknown'})"
 
 
-def run_tool(tool: Path, broker: Broker, args: list[str], core: int | None = None) -> str:
-    """The tool's output for one run, on ``core`` alone when given; a non-zero exit or a
-    timeout is a WorkloadError."""
-    argv = [str(tool), "-b", broker.bootstrap, *args]
+def run_tool(tool: Path, bootstrap: str, args: list[str], core: int | None = None) -> str:
+    """The tool's output for one run against the brokers at ``bootstrap``, on ``core`` alone
+    when given; a non-zero exit or a timeout is a WorkloadError."""
+    argv = [str(tool), "-b", bootstrap, *args]
     if core is not None:
         argv = ["taskset", "--cpu-list", str(core), *argv]
     try:
@@ -174,11 +174,11 @@ def produce_then_consume(tool: Path, broker: Broker, records: int) -> tuple[Run,
     topic = workloads.unique_topic("c-client")
     workloads.create_topic(broker.bootstrap, topic, PARTITIONS)
     produce_run = with_broker_cost(broker, records, lambda: produced(run_tool(
-        tool, broker, ["-P", "-t", topic, "-s", str(RECORD_SIZE), "-c", str(records),
+        tool, broker.bootstrap, ["-P", "-t", topic, "-s", str(RECORD_SIZE), "-c", str(records),
                        *PRODUCER]), records))
     partitions = [arg for p in range(PARTITIONS) for arg in ("-p", str(p))]
     consume_run = with_broker_cost(broker, records, lambda: consumed(run_tool(
-        tool, broker, ["-C", "-t", topic, *partitions, "-o", "beginning", "-e",
+        tool, broker.bootstrap, ["-C", "-t", topic, *partitions, "-o", "beginning", "-e",
                        "-c", str(records)], core=CONSUMER_CORE), records))
     for run in (produce_run, consume_run):
         run["value"] = run["records_per_s"]
@@ -190,10 +190,10 @@ def large_records(tool: Path, broker: Broker, count: int) -> Run:
     fetch being the row's figure, against the machine's loopback limit."""
     topic = workloads.unique_topic("c-client-large")
     workloads.create_topic(broker.bootstrap, topic, 1, config=LARGE_TOPIC_CONFIG)
-    produce = produced(run_tool(tool, broker, [
+    produce = produced(run_tool(tool, broker.bootstrap, [
         "-P", "-t", topic, "-p", "0", "-s", str(LARGE_RECORD), "-c", str(count),
         *LARGE_PRODUCER]), count)
-    run = with_broker_cost(broker, count, lambda: consumed(run_tool(tool, broker, [
+    run = with_broker_cost(broker, count, lambda: consumed(run_tool(tool, broker.bootstrap, [
         "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q", "-c", str(count),
         *LARGE_CONSUMER]), count))
     megabytes = LARGE_RECORD / MB
@@ -206,7 +206,7 @@ def single_record_requests(tool: Path, broker: Broker, requests: int) -> Run:
     topic = workloads.unique_topic("single-record")
     workloads.create_topic(broker.bootstrap, topic, 1)
     run = with_broker_cost(broker, requests, lambda: produced(run_tool(
-        tool, broker, ["-P", "-t", topic, "-p", "0", "-s", str(RECORD_SIZE),
+        tool, broker.bootstrap, ["-P", "-t", topic, "-p", "0", "-s", str(RECORD_SIZE),
                        "-c", str(requests), *SINGLE_RECORD]), requests))
     run["value"] = run["records_per_s"]
     run["broker_us_per_request"] = run["broker_cpu_s"] / requests * 1e6

@@ -20,11 +20,20 @@ same record each time.
 
 The gap between these figures and the broker CPU per request of the small-request row
 (``bench.c_client``) is what the socket costs: reading the frame and writing the answer.
+
+A third line is a yardstick, not a broker: the same produce frame through the least work
+that still answers it (``produce_floor``), to show how much of the produce is this
+interpreter's floor and how much is the broker's own checks and bookkeeping.
+
+``--socket REQUESTS`` measures both through the socket as well: ``rdkafka_performance``
+sends the small-request row's load, REQUESTS single-record produce requests, to the
+broker and, in alternate runs, to ``produce_floor`` answering in the broker's place.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -33,8 +42,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import confluent_kafka
+from kio.schema.errors import ErrorCode
 
-from odradek.protocol.api import ApiKey
+from bench import workloads
+from bench.c_client import DEFAULT_TOOL, SINGLE_RECORD, find_tool, produced, run_tool
+from odradek.protocol.api import ApiKey, response_class
+from odradek.protocol.framing import encode_response, parse_request
+from odradek.protocol.messages import build
+from odradek.protocol.records import RecordBatch
 from odradek.security.principal import ANONYMOUS
 from odradek.server.dispatcher import Dispatcher
 from odradek.server.request_context import ConnectionContext
@@ -122,22 +137,135 @@ def cost_per_request(broker: EmbeddedBroker, frame: bytes, requests: int) -> flo
     return broker.call(replay())
 
 
+def produce_floor(sample: bytes, fd: int) -> Callable[[bytes], bytearray]:
+    """The least work that answers a single-partition produce shaped like ``sample``:
+    parsed as the dispatcher parses it, its batch's header read and its CRC checked,
+    stamped with an offset and a leader epoch and written to ``fd``, and the answer packed
+    into a response encoded in advance. A yardstick, not a broker: none of the rest a
+    broker does is here (no topic or leadership lookup, no validation beyond the CRC, no
+    producer state, roll, index, leader-epoch cache, high watermark, quotas, delayed
+    operations or response building)."""
+    request = parse_request(sample)
+    if len(request.body.topic_data) != 1 or len(request.body.topic_data[0].partition_data) != 1:
+        raise ValueError("the yardstick answers a single-partition produce only")
+    topic = request.body.topic_data[0]
+    # The answer, encoded once with a marker in place of the base offset: each request
+    # then packs its correlation id and offset into a copy.
+    marker = 0x0DDBA11_CAFEF00D
+    template = encode_response(request.correlation_id, build(
+        response_class(ApiKey.PRODUCE, request.api_version), throttle_time=0, responses=[{
+            "name": topic.name, "partition_responses": [{
+                "index": topic.partition_data[0].index, "error_code": ErrorCode.none,
+                "base_offset": marker, "log_append_time": -1, "log_start_offset": 0,
+                "record_errors": []}]}]))
+    offset_at = template.find(marker.to_bytes(8, "big"))
+    log_end_offset = 0
+
+    def answer(frame: bytes) -> bytearray:
+        nonlocal log_end_offset
+        request = parse_request(frame)
+        records = bytearray(request.body.topic_data[0].partition_data[0].records)
+        batch = RecordBatch(records)
+        if not batch.is_valid_crc():
+            raise ValueError("corrupt batch")
+        base_offset = log_end_offset
+        batch.set_base_offset(base_offset)
+        batch.set_partition_leader_epoch(0)
+        os.write(fd, records)
+        log_end_offset = batch.next_offset
+        response = bytearray(template)
+        response[4:8] = request.correlation_id.to_bytes(4, "big")
+        response[offset_at:offset_at + 8] = base_offset.to_bytes(8, "big")
+        return response
+
+    return answer
+
+
+def floor_cost_per_request(frame: bytes, requests: int) -> float:
+    """CPU microseconds per request of answering the produce ``frame`` ``requests`` times
+    with the least work (``produce_floor``)."""
+    with tempfile.TemporaryFile(prefix="bench-request-floor-") as log:
+        answer = produce_floor(frame, log.fileno())
+        started = time.process_time()
+        for _ in range(requests):
+            answer(frame)
+        return (time.process_time() - started) / requests * 1e6
+
+
+def through_the_socket(broker: EmbeddedBroker, tool: Path, requests: int, runs: int
+                       ) -> dict[str, list[float]]:
+    """CPU microseconds per request of the small-request row's load (``rdkafka_performance``
+    sending ``requests`` single-record produce requests to one partition), answered by the
+    broker and, in alternate runs, by ``produce_floor`` in the broker's place: this
+    process's CPU time (the broker's thread; the tool runs in its own process) per request."""
+    topic = "request-cost-socket"
+    workloads.create_topic(broker.bootstrap_servers, topic, 1)
+
+    def send(count: int) -> None:
+        produced(run_tool(tool, broker.bootstrap_servers, [
+            "-P", "-t", topic, "-p", "0", "-s", str(len(RECORD)), "-c", str(count),
+            *SINGLE_RECORD]), count)
+
+    sample = captured_frames(broker, ApiKey.PRODUCE, lambda: send(10))[-1]
+    dispatch = Dispatcher.__call__
+    costs: dict[str, list[float]] = {"the broker": [], "the floor": []}
+    with tempfile.TemporaryFile(prefix="bench-request-floor-") as log:
+        answer = produce_floor(sample, log.fileno())
+
+        def floor(dispatcher: Dispatcher, frame: bytes, connection: ConnectionContext):
+            if int.from_bytes(frame[:2], "big") == ApiKey.PRODUCE:
+                return [answer(frame)]
+            return dispatch(dispatcher, frame, connection)
+
+        for _ in range(runs):
+            for name, handler in (("the broker", dispatch), ("the floor", floor)):
+                Dispatcher.__call__ = handler  # type: ignore[method-assign]
+                try:
+                    started = time.process_time()
+                    send(requests)
+                    costs[name].append((time.process_time() - started) / requests * 1e6)
+                finally:
+                    Dispatcher.__call__ = dispatch  # type: ignore[method-assign]
+    return costs
+
+
+def report(name: str, costs: list[float], requests: int) -> None:
+    median = statistics.median(costs)
+    print(f"{name}: {median:.1f} µs of CPU per request ({min(costs):.1f}-{max(costs):.1f} "
+          f"over {len(costs)} runs of {requests:,}), {1e6 / median:,.0f} requests per "
+          f"CPU-second", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.request_cost",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--socket", type=int, metavar="REQUESTS", default=0,
+                        help="also send REQUESTS single-record produce requests through the "
+                             "socket with rdkafka_performance, to the broker and to the floor, "
+                             "--runs times each")
+    parser.add_argument("--tool", type=Path, help="rdkafka_performance for --socket "
+                        f"(default {DEFAULT_TOOL})")
     args = parser.parse_args()
+    tool = find_tool(args.tool) if args.socket else None
+    if args.socket and tool is None:
+        parser.error(f"no {DEFAULT_TOOL}: `make bench-tools` builds it, or give --tool")
     with EmbeddedBroker(Path(tempfile.mkdtemp(prefix="bench-request-cost-")),
                         num_partitions=PARTITIONS) as broker:
-        frames = {"produce, 1 record": produce_frame(broker),
-                  f"fetch, {PARTITIONS} partitions, 1 record": fetch_frame(broker)}
-        for name, frame in frames.items():
-            costs = [cost_per_request(broker, frame, args.requests) for _ in range(args.runs)]
-            median = statistics.median(costs)
-            print(f"{name}: {median:.1f} µs of CPU per request ({min(costs):.1f}-"
-                  f"{max(costs):.1f} over {args.runs} runs of {args.requests:,}), "
-                  f"{1e6 / median:,.0f} requests per CPU-second", flush=True)
+        produce, fetch = produce_frame(broker), fetch_frame(broker)
+        measures: dict[str, Callable[[], float]] = {
+            "produce, 1 record": lambda: cost_per_request(broker, produce, args.requests),
+            f"fetch, {PARTITIONS} partitions, 1 record":
+                lambda: cost_per_request(broker, fetch, args.requests),
+            "produce, 1 record, the floor (a yardstick, not a broker)":
+                lambda: floor_cost_per_request(produce, args.requests),
+        }
+        for name, measure in measures.items():
+            report(name, [measure() for _ in range(args.runs)], args.requests)
+        if tool is not None:
+            for name, costs in through_the_socket(broker, tool, args.socket, args.runs).items():
+                report(f"produce through the socket, 1 record, {name}", costs, args.socket)
 
 
 if __name__ == "__main__":
