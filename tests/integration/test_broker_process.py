@@ -8,7 +8,13 @@ import time
 from pathlib import Path
 
 import pytest
+import uvloop
 from confluent_kafka import Consumer, Producer, TopicPartition
+
+from odradek.log.checkpoint import CLEAN_SHUTDOWN_FILE
+from odradek.server.broker import Broker
+from odradek.server.config import BrokerConfig
+from odradek.server.socket_server import SocketServer
 
 ODRADEK = str(Path(sys.executable).with_name("odradek"))
 STARTUP_SECONDS = 15
@@ -105,3 +111,34 @@ def test_a_port_in_use_is_one_line_and_a_non_zero_exit(tmp_path):
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert "address already in use" in result.stderr.lower()
+
+
+def test_a_port_taken_while_the_broker_starts_stops_it_cleanly_with_the_error(
+        tmp_path, monkeypatch):
+    """Another socket bound the broker's port (SO_REUSEADDR, as the broker's) after the
+    broker bound it, and listened before the broker did: the start fails with the error,
+    and what had started is stopped as at a clean shutdown, the port let go."""
+    port = free_port()
+    with socket.socket() as rival:
+        rival.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        rival.bind(("127.0.0.1", port))
+        start_serving = SocketServer.start_serving
+
+        async def taken_first(server: SocketServer, dispatcher) -> None:
+            rival.listen()
+            await start_serving(server, dispatcher)
+
+        monkeypatch.setattr(SocketServer, "start_serving", taken_first)
+        broker = Broker(BrokerConfig.load(None, {
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(tmp_path)}))
+        with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}"):
+            uvloop.run(broker.start())
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+    monkeypatch.undo()
+    restarted = start_broker(tmp_path, port)
+    try:
+        produce(f"127.0.0.1:{port}", "events", [b"after the failed start"])
+    finally:
+        restarted.terminate()
+        restarted.communicate(timeout=SHUTDOWN_SECONDS)

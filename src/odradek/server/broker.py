@@ -235,7 +235,13 @@ class Broker:
         if self.controller is not None:
             await self.controller.start()
         self.dispatcher = Dispatcher(self.services(), self.quotas, self.authorizer)
-        await socket_server.start_serving(self.dispatcher)
+        try:
+            await socket_server.start_serving(self.dispatcher)
+        except OSError:
+            # A port taken while this broker started: everything else has started, and
+            # goes (its ZooKeeper registration, its leaderships, its logs) before the error.
+            await self.stop()
+            raise
         self._background.append(  # once serving: these wait for no one
             asyncio.create_task(self._load_deferred_logs(), name="deferred-log-loader"))
         for name, (host, port) in bound.items():

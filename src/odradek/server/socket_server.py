@@ -18,6 +18,8 @@ waits for the requests already received to be answered, then closes every connec
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import logging
 import socket
 
@@ -108,9 +110,21 @@ class SocketServer:
                 log.error("listener %s keeps its security configs: %s", listener.name, exc)
 
     async def start_serving(self, dispatcher: Dispatcher) -> None:
+        """Accepts on every listener. Raises ``OSError`` (EADDRINUSE), accepting on none, if
+        a listener's port was taken since ``bind()``: a socket bound to it then, as ours was,
+        with SO_REUSEADDR, listened first."""
         self._dispatcher = dispatcher
-        for server in self._servers.values():
-            await server.start_serving()
+        addresses = self.bound_addresses
+        for name, server in self._servers.items():
+            # asyncio's loop raises the error of its listen(); uvloop's closes the socket and
+            # reports the server serving, deaf to its port. Either way the socket tells.
+            with contextlib.suppress(OSError):
+                await server.start_serving()
+            if not _listening(server):
+                self.stop_accepting()
+                host, port = addresses[name]
+                raise OSError(errno.EADDRINUSE, f"listener {name} cannot listen on "
+                                                f"{host}:{port}: address already in use")
         self._idle_reaper = asyncio.get_running_loop().create_task(self._close_idle_connections())
 
     def stop_accepting(self) -> None:
@@ -154,3 +168,10 @@ class SocketServer:
     def _close(self, connection: Connection) -> None:
         self._connections.discard(connection)
         self._connection_quotas.release(connection.peer_host)
+
+
+def _listening(server: asyncio.base_events.Server) -> bool:
+    """Whether each of ``server``'s sockets is open and listening."""
+    return all(sock is not None and sock.fileno() >= 0
+               and sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+               for sock in server.sockets)

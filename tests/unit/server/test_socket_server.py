@@ -4,9 +4,11 @@ what its security protocol needs or refused at start."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 
 import pytest
+import uvloop
 
 from odradek.server.config import BrokerConfig, ConfigError
 from odradek.server.socket_server import SocketServer
@@ -59,6 +61,31 @@ def test_a_listener_that_cannot_bind_leaves_no_other_listener_bound():
         with pytest.raises(OSError):
             asyncio.run(server.bind())
     assert server.bound_addresses == {}
+
+
+@pytest.mark.parametrize("run", [asyncio.run, uvloop.run], ids=["asyncio", "uvloop"])
+def test_a_port_another_socket_took_after_the_bind_fails_the_start_instead_of_serving_deaf(run):
+    """The other socket bound the port with SO_REUSEADDR while ours was bound and not yet
+    listening (so both binds succeed), and listened first. asyncio's loop raises the error
+    of our listen(); uvloop's swallows it and reports the server as serving."""
+    server = socket_server("PLAINTEXT://127.0.0.1:0")
+
+    async def start() -> None:
+        await server.bind()
+        host, port = server.bound_addresses["PLAINTEXT"]
+        with socket.socket() as rival:
+            rival.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            rival.bind((host, port))
+            rival.listen()
+            try:
+                await server.start_serving(lambda frame, context: None)
+            finally:
+                server.stop_accepting()
+                await server.close_connections(0)
+
+    with pytest.raises(OSError, match="listener PLAINTEXT cannot listen on 127.0.0.1:") as raised:
+        run(start())
+    assert raised.value.errno == errno.EADDRINUSE
 
 
 def accepted_buffers(configs: dict[str, str]) -> tuple[int, int]:
