@@ -8,6 +8,7 @@ line tests start a cluster of their own, since they stop it.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +18,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from workload import wait_for
-from odradek.cluster.local import BrokerProcess, BrokerProcessError, LocalCluster
+from odradek.cluster.local import HOST, BrokerProcess, BrokerProcessError, LocalCluster
+from odradek.cluster.zookeeper import ZooKeeperServer
 
 ODRADEK = str(Path(sys.executable).with_name("odradek"))
 # Metadata and topic creation on loopback take milliseconds; this is for a loaded machine.
@@ -126,6 +128,23 @@ def test_a_stale_pid_never_gets_another_process_signalled(tmp_path, unrelated_pr
     with pytest.raises(BrokerProcessError, match="not running"):
         broker.pause()
     assert unrelated_process.poll() is None
+
+
+def test_a_broker_whose_port_was_taken_before_its_first_start_starts_on_other_ports(tmp_path):
+    """Ports are picked free and let go until the broker binds them: another process (a
+    cluster started beside this one) may take one meanwhile."""
+    with ZooKeeperServer(tmp_path / "zookeeper") as zookeeper, socket.socket() as taken:
+        taken.bind((HOST, 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        broker = BrokerProcess(1, tmp_path / "broker-1", zookeeper.connect_string, port, 0)
+        try:
+            broker.start()
+            assert broker.port != port
+            assert broker.known_brokers() == {1}
+        finally:
+            broker.stop()
+    assert "address already in use" in broker.log_path.read_text().lower()
 
 
 def odradek(*arguments: str) -> subprocess.CompletedProcess[str]:

@@ -61,6 +61,10 @@ from odradek.cluster.zookeeper import (
 HOST = "127.0.0.1"
 CLIENT_LISTENER = "PLAINTEXT"
 INTER_BROKER_LISTENER = "INTERNAL"
+# A first start that finds a port taken tries again on others, this many times in all; the
+# broker's error for it has this in it (its bind's or its listen's).
+PORT_ATTEMPTS = 3
+PORT_TAKEN = "in use"
 # A broker connecting to ZooKeeper, loading its logs and joining the controller's view takes
 # a second or two; a loaded CI machine, several times that.
 START_TIMEOUT_S = 30.0
@@ -169,13 +173,29 @@ class BrokerProcess:
         }
 
     def start(self, wait_s: float = START_TIMEOUT_S) -> BrokerProcess:
-        """Launches the broker and returns once its client port accepts connections, which
-        it does only after it has registered in ZooKeeper. If it exits or does not accept
-        within ``wait_s``, it is killed and the error quotes the end of its log."""
+        """Launches the broker and returns once it listens on its client port, which it
+        does only after it has registered in ZooKeeper. If it exits or does not listen
+        within ``wait_s``, it is killed and the error quotes the end of its log.
+
+        At its first start, a broker whose ports another process took meanwhile (ports
+        are picked free, then let go until the broker binds them) is started again on
+        other ports, up to ``PORT_ATTEMPTS`` times; a restart keeps its ports."""
         if self.running:
             raise BrokerProcessError(
                 f"broker {self.node_id} in {self.directory} is already running "
                 f"(pid {self._pid})")
+        if self._pid is None:  # a first start
+            for _ in range(PORT_ATTEMPTS - 1):
+                log_start = self._log_size()
+                try:
+                    return self._launch(wait_s, log_start)
+                except BrokerProcessError:
+                    if PORT_TAKEN not in self._log_since(log_start):
+                        raise
+                self._port = self._internal_port = 0  # _claim_ports picks others
+        return self._launch(wait_s, self._log_size())
+
+    def _launch(self, wait_s: float, log_start: int) -> BrokerProcess:
         self._claim_ports()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "odradek.cli.main", "broker"]
@@ -188,7 +208,7 @@ class BrokerProcess:
         self._pid = self._process.pid
         self._write_broker_json()
         try:
-            self._wait_until_serving(wait_s)
+            self._wait_until_serving(wait_s, log_start)
         except BrokerProcessError:
             self.kill()
             raise
@@ -242,19 +262,26 @@ class BrokerProcess:
             "internal_port": self._internal_port, "zookeeper_connect": self.zookeeper_connect,
             "configs": self.configs})
 
-    def _wait_until_serving(self, timeout_s: float) -> None:
+    def _wait_until_serving(self, timeout_s: float, log_start: int) -> None:
+        """Until the broker says, in its log after ``log_start``, that it listens on its
+        client port. A connection accepted there proves less: another process may hold
+        the port, and then this broker fails to listen, and says that instead."""
         deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                socket.create_connection((HOST, self._port), CONNECT_TIMEOUT_S).close()
-                return
-            except OSError:
-                pass
+        listening = f" listening on {HOST}:{self._port} (listener {CLIENT_LISTENER},"
+        while listening not in self._log_since(log_start):
             if self._process.poll() is not None:
                 raise self._start_error(f"exited with code {self._process.returncode}")
             if time.monotonic() >= deadline:
-                raise self._start_error(f"did not accept connections within {timeout_s} s")
+                raise self._start_error(f"did not listen within {timeout_s} s")
             time.sleep(POLL_INTERVAL_S)
+
+    def _log_size(self) -> int:
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
+
+    def _log_since(self, offset: int) -> str:
+        with self.log_path.open("rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
 
     def known_brokers(self) -> set[int]:
         """The node ids this broker's metadata lists; none when it does not answer."""
