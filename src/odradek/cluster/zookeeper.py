@@ -135,8 +135,9 @@ class ZooKeeperServer:
             return False
 
     def start(self, timeout_s: float = 30) -> ZooKeeperServer:
-        """Launches the JVM and returns once it answers ``ruok``. If it exits or stays silent
-        for ``timeout_s``, it is killed and the error quotes the end of its log."""
+        """Launches the JVM and returns once it serves requests from its data directory. If
+        it exits or is not serving within ``timeout_s``, it is killed and the error quotes
+        the end of its log."""
         if self.running:
             raise ZooKeeperServerError(
                 f"ZooKeeper in {self.directory} is already running (pid {self._pid})")
@@ -211,19 +212,22 @@ class ZooKeeperServer:
             raise ZooKeeperServerError(
                 f"cannot listen on {self.connect_string}: {e.strerror}") from None
 
+    @property
+    def _data_dir(self) -> Path:
+        return self.directory / "data"
+
     def _write_config(self) -> None:
-        data_dir = self.directory / "data"
-        data_dir.mkdir(parents=True, exist_ok=True)
+        self._data_dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(
             f"tickTime={self.tick_time_ms}\n"
-            f"dataDir={data_dir}\n"
+            f"dataDir={self._data_dir}\n"
             f"clientPort={self.port}\n"
             f"clientPortAddress={self.host}\n"
             f"minSessionTimeout={2 * self.tick_time_ms}\n"
             f"maxSessionTimeout={self.max_session_timeout_ms}\n"
             # the AdminServer would take port 8080
             "admin.enableServer=false\n"
-            "4lw.commands.whitelist=ruok,srvr,stat\n")
+            "4lw.commands.whitelist=ruok,srvr,stat,conf\n")
         self._log4j_path.write_text(LOG4J_PROPERTIES)
 
     def _write_server_json(self) -> None:
@@ -234,12 +238,26 @@ class ZooKeeperServer:
 
     def _wait_until_serving(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        while not self.ruok():
+        while not self._serves_our_data():
             if self._process.poll() is not None:
                 raise self._start_error(f"exited with code {self._process.returncode}")
             if time.monotonic() >= deadline:
-                raise self._start_error(f"did not answer ruok within {timeout_s} s")
+                raise self._start_error(f"did not serve requests within {timeout_s} s")
             time.sleep(POLL_INTERVAL_S)
+
+    def _serves_our_data(self) -> bool:
+        """Whether the server on our port serves requests from our data directory, as its
+        ``conf`` says. ``ruok`` tells less: the port is picked free and let go until the JVM
+        binds it, and another server that took it meanwhile answers ``imok`` too."""
+        try:
+            with socket.create_connection((self.host, self.port), RUOK_TIMEOUT_S) as s:
+                s.sendall(b"conf")
+                answer = b""
+                while chunk := s.recv(4096):
+                    answer += chunk
+        except OSError:
+            return False
+        return f"dataDir={self._data_dir}{os.sep}".encode() in answer
 
     def _start_error(self, what: str) -> ZooKeeperServerError:
         return ZooKeeperServerError(

@@ -85,6 +85,20 @@ def test_a_port_another_server_listens_on_is_refused_before_starting(shared_serv
     assert not (tmp_path / "server.json").exists()
 
 
+def test_a_port_another_server_took_before_the_jvm_bound_it_fails_the_start(
+        shared_server, tmp_path, monkeypatch):
+    """The port is picked free and let go until the JVM binds it: another server that took
+    it meanwhile answers on it, but from its own data, and this one exits."""
+    monkeypatch.setattr(ZooKeeperServer, "_claim_port",
+                        lambda server: setattr(server, "port", shared_server.port))
+    late = ZooKeeperServer(tmp_path)
+
+    with pytest.raises(ZooKeeperServerError, match="exited with code"):
+        late.start()
+    assert not late.running
+    assert shared_server.ruok()
+
+
 def test_data_survives_a_restart_on_the_same_port(zookeeper_server, connect):
     connect(zookeeper_server).create("/controller", b"1")
     first_pid = zookeeper_server.pid
