@@ -99,7 +99,10 @@ def test_a_topic_config_change_reaches_every_broker(cluster):
 def test_a_deleted_topic_leaves_every_broker(cluster):
     admin = create(cluster, "doomed", 3)
     data_dirs = [b.data_dir for b in cluster.brokers.values()]
-    assert all(any(d.glob("doomed-*")) for d in data_dirs)
+    # The topic exists once the controller has written it; each follower makes its replica
+    # when it hears of it.
+    wait_for(lambda: all(any(d.glob("doomed-*")) for d in data_dirs),
+             "every broker made its replicas of the topic", 20)
     admin.delete_topics(["doomed"])["doomed"].result(30)
     wait_for(lambda: not any(any(d.glob("doomed-*")) for d in data_dirs),
              "every broker removed its replicas of the topic", 20)
