@@ -127,12 +127,20 @@ class ZooKeeperServer:
 
     def ruok(self) -> bool:
         """Whether the server answers ZooKeeper's ``ruok`` with ``imok``: it is serving."""
+        return self._four_letter_word(b"ruok") == b"imok"
+
+    def _four_letter_word(self, word: bytes) -> bytes | None:
+        """The server's whole answer to ``word`` (it closes the connection after it); None
+        when it cannot be reached or does not answer in time."""
         try:
             with socket.create_connection((self.host, self.port), RUOK_TIMEOUT_S) as s:
-                s.sendall(b"ruok")
-                return s.recv(4) == b"imok"
+                s.sendall(word)
+                answer = b""
+                while chunk := s.recv(4096):
+                    answer += chunk
+                return answer
         except OSError:
-            return False
+            return None
 
     def start(self, timeout_s: float = 30) -> ZooKeeperServer:
         """Launches the JVM and returns once it serves requests from its data directory. If
@@ -249,15 +257,8 @@ class ZooKeeperServer:
         """Whether the server on our port serves requests from our data directory, as its
         ``conf`` says. ``ruok`` tells less: the port is picked free and let go until the JVM
         binds it, and another server that took it meanwhile answers ``imok`` too."""
-        try:
-            with socket.create_connection((self.host, self.port), RUOK_TIMEOUT_S) as s:
-                s.sendall(b"conf")
-                answer = b""
-                while chunk := s.recv(4096):
-                    answer += chunk
-        except OSError:
-            return False
-        return f"dataDir={self._data_dir}{os.sep}".encode() in answer
+        answer = self._four_letter_word(b"conf")
+        return answer is not None and f"dataDir={self._data_dir}{os.sep}".encode() in answer
 
     def _start_error(self, what: str) -> ZooKeeperServerError:
         return ZooKeeperServerError(
