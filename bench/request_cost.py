@@ -25,6 +25,12 @@ A third line is a yardstick, not a broker: the same produce frame through the le
 that still answers it (``produce_floor``), to show how much of the produce is this
 interpreter's floor and how much is the broker's own checks and bookkeeping.
 
+Two more lines replay the produce frame, to the broker and to the floor, with the thread
+asleep for half a millisecond before each request, and count only the requests' own CPU
+time: what a request that arrives on its own costs, once the core's caches and branch
+predictors have gone cold while the thread slept. That is how requests come in the latency
+and many-clients rows, one at a time on many connections, rather than pipelined on one.
+
 ``--socket REQUESTS`` measures both through the socket as well: ``rdkafka_performance``
 sends the small-request row's load, REQUESTS single-record produce requests, to the
 broker and, in alternate runs, to ``produce_floor`` answering in the broker's place.
@@ -58,6 +64,11 @@ from odradek.testing.embedded import EmbeddedBroker
 RECORD = b"x" * 100
 PARTITIONS = 6
 POLL_TIMEOUT_SECONDS = 10
+# The gap before each request of the paused replay: what a request arriving on its own
+# finds (2,000 a second, the latency row's pace), caches and branch predictors gone cold
+# while the thread slept. A tenth of --requests keeps the run short.
+PAUSE_S = 0.0005
+PAUSED_SHARE = 10
 
 
 def captured_frames(broker: EmbeddedBroker, api_key: ApiKey, send: Callable[[], None]
@@ -119,9 +130,29 @@ def fetch_frame(broker: EmbeddedBroker) -> bytes:
         consumer.close()
 
 
-def cost_per_request(broker: EmbeddedBroker, frame: bytes, requests: int) -> float:
+def cpu_per_call(call: Callable[[], object], calls: int, pause_s: float = 0.0) -> float:
+    """CPU microseconds per ``call()``, made ``calls`` times in a row on this thread. With
+    ``pause_s`` the thread sleeps that long before each call, as a broker's loop does
+    between requests that arrive one at a time, and only the calls' own CPU time counts."""
+    if not pause_s:
+        started = time.process_time()
+        for _ in range(calls):
+            call()
+        return (time.process_time() - started) / calls * 1e6
+    spent = 0.0
+    for _ in range(calls):
+        time.sleep(pause_s)
+        started = time.thread_time()
+        call()
+        spent += time.thread_time() - started
+    return spent / calls * 1e6
+
+
+def cost_per_request(broker: EmbeddedBroker, frame: bytes, requests: int,
+                     pause_s: float = 0.0) -> float:
     """CPU microseconds per request of handing ``frame`` to the dispatcher ``requests``
-    times, as a plaintext client of the first listener."""
+    times on the broker's loop, as a plaintext client of the first listener (``pause_s``:
+    see :func:`cpu_per_call`)."""
     config = broker.broker.config
     listener = config.listeners[0].name
     connection = ConnectionContext(listener, config.listener_security_protocol_map[listener],
@@ -129,10 +160,7 @@ def cost_per_request(broker: EmbeddedBroker, frame: bytes, requests: int) -> flo
     dispatcher = broker.broker.dispatcher
 
     async def replay() -> float:
-        started = time.process_time()
-        for _ in range(requests):
-            dispatcher(frame, connection)
-        return (time.process_time() - started) / requests * 1e6
+        return cpu_per_call(lambda: dispatcher(frame, connection), requests, pause_s)
 
     return broker.call(replay())
 
@@ -181,15 +209,12 @@ def produce_floor(sample: bytes, fd: int) -> Callable[[bytes], bytearray]:
     return answer
 
 
-def floor_cost_per_request(frame: bytes, requests: int) -> float:
+def floor_cost_per_request(frame: bytes, requests: int, pause_s: float = 0.0) -> float:
     """CPU microseconds per request of answering the produce ``frame`` ``requests`` times
-    with the least work (``produce_floor``)."""
+    with the least work (``produce_floor``; ``pause_s``: see :func:`cpu_per_call`)."""
     with tempfile.TemporaryFile(prefix="bench-request-floor-") as log:
         answer = produce_floor(frame, log.fileno())
-        started = time.process_time()
-        for _ in range(requests):
-            answer(frame)
-        return (time.process_time() - started) / requests * 1e6
+        return cpu_per_call(lambda: answer(frame), requests, pause_s)
 
 
 def through_the_socket(broker: EmbeddedBroker, tool: Path, requests: int, runs: int
@@ -254,15 +279,23 @@ def main() -> None:
     with EmbeddedBroker(Path(tempfile.mkdtemp(prefix="bench-request-cost-")),
                         num_partitions=PARTITIONS) as broker:
         produce, fetch = produce_frame(broker), fetch_frame(broker)
-        measures: dict[str, Callable[[], float]] = {
-            "produce, 1 record": lambda: cost_per_request(broker, produce, args.requests),
-            f"fetch, {PARTITIONS} partitions, 1 record":
-                lambda: cost_per_request(broker, fetch, args.requests),
-            "produce, 1 record, the floor (a yardstick, not a broker)":
-                lambda: floor_cost_per_request(produce, args.requests),
+        paused = args.requests // PAUSED_SHARE
+        idle = f"each after {PAUSE_S * 1e3:g} ms idle"
+        # name -> (requests per run, one run's CPU microseconds per request)
+        measures: dict[str, tuple[int, Callable[[], float]]] = {
+            "produce, 1 record": (
+                args.requests, lambda: cost_per_request(broker, produce, args.requests)),
+            f"fetch, {PARTITIONS} partitions, 1 record": (
+                args.requests, lambda: cost_per_request(broker, fetch, args.requests)),
+            "produce, 1 record, the floor (a yardstick, not a broker)": (
+                args.requests, lambda: floor_cost_per_request(produce, args.requests)),
+            f"produce, 1 record, {idle}": (
+                paused, lambda: cost_per_request(broker, produce, paused, PAUSE_S)),
+            f"produce, 1 record, the floor, {idle}": (
+                paused, lambda: floor_cost_per_request(produce, paused, PAUSE_S)),
         }
-        for name, measure in measures.items():
-            report(name, [measure() for _ in range(args.runs)], args.requests)
+        for name, (requests, measure) in measures.items():
+            report(name, [measure() for _ in range(args.runs)], requests)
         if tool is not None:
             for name, costs in through_the_socket(broker, tool, args.socket, args.runs).items():
                 report(f"produce through the socket, 1 record, {name}", costs, args.socket)
