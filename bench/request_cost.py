@@ -279,7 +279,7 @@ def main() -> None:
     with EmbeddedBroker(Path(tempfile.mkdtemp(prefix="bench-request-cost-")),
                         num_partitions=PARTITIONS) as broker:
         produce, fetch = produce_frame(broker), fetch_frame(broker)
-        paused = args.requests // PAUSED_SHARE
+        paused = max(1, args.requests // PAUSED_SHARE)
         idle = f"each after {PAUSE_S * 1e3:g} ms idle"
         # name -> (requests per run, one run's CPU microseconds per request)
         measures: dict[str, tuple[int, Callable[[], float]]] = {
