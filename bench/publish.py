@@ -58,6 +58,13 @@ PERCENTILES = (("p50", "value"), ("p99", "p99_ms"), ("p99.9", "p999_ms"), ("max"
 MS_PER_UNIT = {"ms": 1.0, "µs": 0.001, "us": 0.001, "s": 1000.0}
 # (run key, label) of the broker-cost table of a section.
 COST_EXTRAS = (("broker_cpu_s_per_m", "CPU-s/M"), ("rss_mb", "MB RSS"))
+# (run key, label) of what a row measured beside its figure, in a table of their own: the
+# latency percentiles beside a p50 or p99, the produce beside a fetch, and how busy the
+# broker and the background load were beside the many-clients probe.
+BESIDE_EXTRAS = (("p50_ms", "ms p50"), ("p99_ms", "ms p99"), ("p999_ms", "ms p99.9"),
+                 ("max_ms", "ms max"), ("produce_mb_per_s", "MB/s produced"),
+                 ("broker_cpu_s_per_s", "broker cores busy"),
+                 ("background_records_per_s", "background records/s"))
 # "produce at 5 GB" -> "produce": a data-growth line joins the rows that differ only in size.
 AT_SIZE = re.compile(r"\s+at\s+[\d.,]+\s*[KMGT]i?B$")
 GROWTH_LINESTYLES = ("-", "--", ":", "-.")
@@ -171,29 +178,31 @@ def _section(section: str, rows: list[Row]) -> list[str]:
         body.append([name, *figures, *ratios])
     header = ["", *systems, *(f"{ODRADEK} vs {peer}" for peer in peers)]
     lines = [f"## {section[:1].upper()}{section[1:]}", "", *_table(header, body), ""]
-    lines += _cost_table(names, systems, by_key)
+    lines += _extras_table("Beside the figures (medians): what each row measured with it.",
+                           BESIDE_EXTRAS, names, systems, by_key)
+    lines += _extras_table("Broker cost (medians): CPU seconds per million records · resident "
+                           "memory.", COST_EXTRAS, names, systems, by_key)
     notes = _unique(f"- {row.name}, {row.system}: {row.note}" for row in rows if row.note)
     return lines + notes + ([""] if notes else [])
 
 
-def _cost_table(names: list[str], systems: list[str],
-                by_key: dict[tuple[str, str], Row]) -> list[str]:
-    """Broker CPU seconds per million records and RSS (medians), for the rows and systems
-    that measured them."""
-    cells = {key: _cost(row) for key, row in by_key.items()}
+def _extras_table(caption: str, extras: tuple[tuple[str, str], ...], names: list[str],
+                  systems: list[str], by_key: dict[tuple[str, str], Row]) -> list[str]:
+    """The medians of ``extras`` (run key, label), for the rows and systems that measured
+    any of them, under ``caption``."""
+    cells = {key: _extras(row, extras) for key, row in by_key.items()}
     names = [name for name in names if any(cells.get((name, s)) for s in systems)]
     systems = [system for system in systems if any(cells.get((n, system)) for n in names)]
     if not names:
         return []
     body = [[name, *(cells.get((name, system)) or ABSENT for system in systems)]
             for name in names]
-    return ["Broker cost (medians): CPU seconds per million records · resident memory.", "",
-            *_table(["", *systems], body), ""]
+    return [caption, "", *_table(["", *systems], body), ""]
 
 
-def _cost(row: Row) -> str:
+def _extras(row: Row, extras: tuple[tuple[str, str], ...]) -> str:
     return " · ".join(f"{_number(stat['median'])} {label}"
-                      for key, label in COST_EXTRAS if (stat := row.stat(key)))
+                      for key, label in extras if (stat := row.stat(key)))
 
 
 def _figure(row: Row | None) -> str:
