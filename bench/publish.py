@@ -15,8 +15,10 @@ be rewritten without measuring again. The document::
 
 Rows are read back with ``Row.from_json`` and their statistics recomputed from their runs,
 so the page and ``bench.rows.ratio`` agree by construction. The page has one section per
-``Row.section`` in order of first appearance, each with one table: a line per row name, a
-column per system, and a ratio column per peer when odradek is in the section. Plots are
+``Row.section`` in order of first appearance, each with a table of a line per row name, a
+column per system, and a ratio column per peer when odradek is in the section; below it,
+where the rows measured them, a table of what they measured beside their figures (latency
+percentiles, the produce of a fetch row) and one of the broker's cost. Plots are
 drawn on matplotlib's Agg canvas (no display needed), each system in the same colour on every
 plot; a plot with nothing to show is neither written nor linked.
 """
