@@ -142,3 +142,19 @@ def test_a_port_taken_while_the_broker_starts_stops_it_cleanly_with_the_error(
     finally:
         restarted.terminate()
         restarted.communicate(timeout=SHUTDOWN_SECONDS)
+
+
+def test_large_records_come_back_whole_from_a_broker_process_that_reuses_freed_buffers(
+        tmp_path):
+    # The process keeps freed buffers for the next request (runner.reuse_freed_buffers):
+    # each record, produced and fetched through buffers earlier ones used, reads back as sent.
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    values = [bytes([i]) * 900_000 for i in range(30)]
+    broker = start_broker(tmp_path, port)
+    try:
+        produce(bootstrap, "large", values)
+        assert consume_all(bootstrap, "large", len(values)) == values
+    finally:
+        broker.terminate()
+        broker.communicate(timeout=SHUTDOWN_SECONDS)

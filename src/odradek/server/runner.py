@@ -24,7 +24,7 @@ _M_MMAP_THRESHOLD = -3
 # By default glibc maps such buffers afresh, or gives the top of its heap back to the kernel
 # as soon as twice the largest buffer freed so far lies free there, so every request faults
 # its pages in again: 1.4-1.8 ms of broker CPU per MiB of 1 MiB records produced, against
-# 0.63-0.68 ms with buffers below 16 MiB kept in the heap and its top given back only past
+# 0.63-0.70 ms with buffers below 16 MiB kept in the heap and its top given back only past
 # 64 MiB free (bench/profile.md). The cost is up to that much freed memory kept mapped.
 MMAP_THRESHOLD_BYTES = 16 * 1024 * 1024
 TRIM_THRESHOLD_BYTES = 64 * 1024 * 1024
